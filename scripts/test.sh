@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian 12 machine (Python 3.11) and
+# runs all the tests. Extra arguments go to pytest. .ci/run calls this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'" \
+    nodejs:"command -v node" npm:"command -v npm"
+ensure_venv
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# Third-party STAN client used by the integration tests (pinned by tests/js/package-lock.json).
+if [ -f tests/js/package.json ]; then
+    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+    exit 1
+fi
+exit "$rc"

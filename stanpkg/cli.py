@@ -1,0 +1,203 @@
+"""The ``stanpkg`` command (and ``nats-streaming-server``): a thin skin over the plan."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+from stanpkg import __version__
+from stanpkg.plan.compile import Compilation, compile_args
+from stanpkg.plan.diagnostics import Diagnostic, Severity
+from stanpkg.plan.dump import plan_to_dict
+from stanpkg.plan.limits import render_store_limits
+from stanpkg.plan.model import Plan
+from stanpkg.plan.usage import usage_text
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+COMMANDS_HELP = """\
+Usage: stanpkg COMMAND [options]
+
+Commands:
+    run [server flags]             Run the streaming server (same flags as nats-streaming-server)
+    validate [flags] [FILE]        Check a configuration; FILE is shorthand for -sc FILE
+             --strict              Treat warnings as errors
+             --format text|json    Output format (default: text)
+    plan [flags] [FILE]            Print the resolved plan as JSON (secrets redacted)
+    limits [flags] [FILE]          Print the store limits block the server would print
+    bench [bench flags]            Load generator (like stan-bench)
+    version                        Print the version
+
+Run 'stanpkg run --help' for the server flags.
+"""
+
+
+def _take_option(argv: list[str], name: str, takes_value: bool) -> tuple[str | None, list[str]]:
+    """Remove ``--name``/``--name=v``/``--name v`` (a command's own option) from argv."""
+    rest: list[str] = []
+    found: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in (f"--{name}", f"-{name}"):
+            if takes_value and i + 1 < len(argv):
+                found = argv[i + 1]
+                i += 2
+                continue
+            found = "true"
+        elif arg.startswith((f"--{name}=", f"-{name}=")):
+            found = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return found, rest
+
+
+def _print_diagnostics(diags: Sequence[Diagnostic], strict: bool) -> None:
+    for diag in diags:
+        if strict and diag.severity is Severity.WARNING:
+            diag = Diagnostic(Severity.ERROR, diag.message, diag.pos, diag.where, diag.code)
+        print(diag, file=sys.stderr)
+
+
+def _summary(plan: Plan) -> str:
+    channels = len(plan.store_limits.channels)
+    where = plan.config_file or "command line"
+    return (
+        f"{where}: valid: {plan.store_label} store, {plan.mode.value}, "
+        f"{channels} channel{'s' if channels != 1 else ''} configured"
+    )
+
+
+def _usage_error(message: str) -> int:
+    print(f"stanpkg: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def cmd_validate(argv: list[str]) -> int:
+    fmt, argv = _take_option(argv, "format", takes_value=True)
+    strict_flag, argv = _take_option(argv, "strict", takes_value=False)
+    strict = strict_flag not in (None, "false", "0")
+    if fmt not in (None, "text", "json"):
+        return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
+    result = compile_args(argv, positional_config=True)
+    if result.usage_error:
+        if fmt == "json":
+            print(json.dumps({"valid": False, "usage_error": result.usage_error}))
+        return _usage_error(result.usage_error)
+    warnings = [d for d in result.diagnostics if d.severity is Severity.WARNING]
+    valid = result.plan is not None and not (strict and warnings)
+    if fmt == "json":
+        doc: dict[str, object] = {
+            "valid": valid,
+            "diagnostics": [d.as_json() for d in result.diagnostics],
+        }
+        if result.plan is not None:
+            doc["summary"] = {
+                "store": result.plan.store_label,
+                "mode": result.plan.mode.value,
+                "channels": len(result.plan.store_limits.channels),
+            }
+            doc["limits"] = render_store_limits(result.plan.store_limits)
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return EXIT_OK if valid else EXIT_INVALID
+    _print_diagnostics(result.diagnostics, strict)
+    if result.plan is None or not valid:
+        count = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR or strict)
+        print(f"invalid: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
+        return EXIT_INVALID
+    for line in render_store_limits(result.plan.store_limits):
+        print(line)
+    suffix = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
+    print(_summary(result.plan) + suffix)
+    return EXIT_OK
+
+
+def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:
+    result = compile_args(argv, positional_config=positional)
+    if result.usage_error:
+        return _usage_error(result.usage_error)
+    _print_diagnostics(result.diagnostics, strict=False)
+    if result.plan is None:
+        return EXIT_INVALID
+    return result
+
+
+def cmd_plan(argv: list[str]) -> int:
+    result = _compile_or_report(argv, positional=True)
+    if isinstance(result, int):
+        return result
+    assert result.plan is not None
+    print(json.dumps(plan_to_dict(result.plan), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def cmd_limits(argv: list[str]) -> int:
+    result = _compile_or_report(argv, positional=True)
+    if isinstance(result, int):
+        return result
+    assert result.plan is not None
+    print("\n".join(render_store_limits(result.plan.store_limits)))
+    return EXIT_OK
+
+
+def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
+    result = compile_args(argv)
+    flags = result.flags
+    if flags is not None and flags.help:
+        print(usage_text(program))
+        return EXIT_OK
+    if flags is not None and flags.version:
+        print(f"nats-streaming-server (stanpkg) version {__version__}")
+        return EXIT_OK
+    if flags is not None and flags.signal:
+        from stanpkg.server.main import send_signal
+
+        return int(send_signal(flags.signal))
+    if result.usage_error:
+        return _usage_error(result.usage_error)
+    _print_diagnostics(result.diagnostics, strict=False)
+    if result.plan is None:
+        return EXIT_INVALID
+    from stanpkg.server.main import run
+
+    return int(run(result.plan))
+
+
+def cmd_bench(argv: list[str]) -> int:
+    from stanpkg.bench.cli import main as bench_main
+
+    return int(bench_main(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(COMMANDS_HELP, end="")
+        return EXIT_OK if args else EXIT_USAGE
+    command, rest = args[0], args[1:]
+    match command:
+        case "validate":
+            return cmd_validate(rest)
+        case "plan":
+            return cmd_plan(rest)
+        case "limits":
+            return cmd_limits(rest)
+        case "run":
+            return cmd_run(rest)
+        case "bench":
+            return cmd_bench(rest)
+        case "version" | "--version" | "-v":
+            print(f"stanpkg {__version__}")
+            return EXIT_OK
+    return _usage_error(f'unknown command "{command}" (see stanpkg --help)')
+
+
+def server_main(argv: Sequence[str] | None = None) -> int:
+    """``nats-streaming-server``: the reference's command line, unchanged."""
+    return cmd_run(list(sys.argv[1:] if argv is None else argv), "nats-streaming-server")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""Read parsed configuration trees into the normalised configuration.
+
+The normalised configuration is a nested dict keyed by canonical option names (the shape
+``schemas/stan.schema.json`` describes). Next to it we keep, for every value, where it was
+set, so later stages can point at the file position of a bad value.
+
+Which file holds what follows the reference: with ``-sc`` the streaming options come from
+that file and the NATS options from ``-c`` (or from the same file when there is no ``-c``);
+a top-level ``streaming`` map, when present, holds the streaming options, otherwise the top
+level itself does.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from stanpkg.conf import Kind as NodeKind
+from stanpkg.conf import MapEntry, Node, Position, render
+from stanpkg.plan.diagnostics import Diagnostic, error, warning
+from stanpkg.plan.nats_keys import NATS_ADDRESS_KEYS, NATS_PASSTHROUGH_KEYS
+from stanpkg.plan.options import (
+    CHANNELS_KEYS,
+    SECTION_KEYS,
+    Option,
+    key_index,
+    per_channel_key_index,
+)
+
+Path = tuple[str, ...]
+
+# Section maps that, at the top level of a file without a streaming block, mean different
+# things to the NATS server and to the streaming server.
+AMBIGUOUS_TOP_LEVEL = ("cluster", "tls")
+
+
+@dataclass
+class Collected:
+    config: dict[str, object] = field(default_factory=dict)
+    positions: dict[Path, Position] = field(default_factory=dict)
+    passthrough: list[MapEntry] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    has_streaming_block: bool = False
+
+    def set(self, path: Path, value: object, pos: Position | None) -> None:
+        target = self.config
+        for part in path[:-1]:
+            child = target.setdefault(part, {})
+            assert isinstance(child, dict)
+            target = child
+        target[path[-1]] = value
+        if pos is not None:
+            self.positions[path] = pos
+
+
+def plain(node: Node) -> object:
+    """A node's value as plain Python data (what the JSON Schema checks)."""
+    if node.kind is NodeKind.MAP:
+        return {e.key: plain(e.node) for e in node.entries}
+    if node.kind is NodeKind.ARRAY:
+        assert isinstance(node.value, tuple)
+        return [plain(n) for n in node.value]
+    return node.value
+
+
+def describe(node: Node) -> str:
+    """How a node reads in an error message: 'the string "3"', 'the number 10', ..."""
+    match node.kind:
+        case NodeKind.STRING:
+            return f'the string "{node.value}"'
+        case NodeKind.INT | NodeKind.FLOAT:
+            return f"the number {node.raw or node.value}"
+        case NodeKind.BOOL:
+            return f"the boolean {node.raw or node.value}"
+        case NodeKind.DATETIME:
+            value = node.value
+            text = value.isoformat() if isinstance(value, datetime) else str(value)
+            return f"the date {text}"
+        case NodeKind.ARRAY:
+            return "an array"
+        case _:
+            return "a map"
+
+
+def _suggest(key: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(key.lower(), candidates, n=1, cutoff=0.75)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _unknown(key: str, pos: Position, where: str, candidates: list[str]) -> Diagnostic:
+    return warning(
+        f'unknown option "{key}" in {where}{_suggest(key, candidates)}; ignored',
+        pos,
+        code="unknown-key",
+    )
+
+
+class _MapReader:
+    """Reads one map's entries against one section of the options table."""
+
+    def __init__(self, out: Collected, prefix: Path, index: dict[str, Option]) -> None:
+        self.out = out
+        self.prefix = prefix
+        self.index = index
+        self.seen: dict[str, Position] = {}
+
+    def take(self, entry: MapEntry, opt: Option) -> None:
+        earlier = self.seen.get(opt.path)
+        if earlier is not None:
+            self.out.diagnostics.append(
+                warning(
+                    f'"{entry.key}" sets {opt.name}, already set at {earlier}; the last one wins',
+                    entry.key_pos,
+                    code="duplicate",
+                )
+            )
+        self.seen[opt.path] = entry.key_pos
+        self.out.set((*self.prefix, opt.name), plain(entry.node), entry.node.pos)
+
+
+def _section_by_key() -> dict[str, str]:
+    return {k.lower(): section for section, keys in SECTION_KEYS.items() for k in keys}
+
+
+def _expect_map(out: Collected, entry: MapEntry, what: str) -> bool:
+    if entry.node.kind is NodeKind.MAP:
+        return True
+    out.diagnostics.append(
+        error(
+            f'"{entry.key}" must be a map of {what}, got {describe(entry.node)}',
+            entry.node.pos,
+            code="type",
+        )
+    )
+    return False
+
+
+def collect_streaming(node: Node, out: Collected, *, nats_keys_here: bool) -> None:
+    """Streaming options of one map (a ``streaming`` block or a file's top level)."""
+    top = _MapReader(out, (), key_index(""))
+    sections = _section_by_key()
+    candidates = sorted(set(top.index) | set(sections))
+    if nats_keys_here:
+        candidates += sorted(NATS_PASSTHROUGH_KEYS | set(key_index("nats_server")))
+    for entry in node.entries:
+        key = entry.key.lower()
+        if key in top.index:
+            top.take(entry, top.index[key])
+        elif key in sections and not (nats_keys_here and key in AMBIGUOUS_TOP_LEVEL):
+            section = sections[key]
+            if _expect_map(out, entry, f"{section} options"):
+                out.config.setdefault(section, {})
+                out.positions[(section,)] = entry.key_pos
+                _collect_section(entry.node, out, section)
+        elif nats_keys_here and key in AMBIGUOUS_TOP_LEVEL:
+            out.diagnostics.append(
+                error(
+                    f'"{entry.key}" at the top level of a file without a "streaming" block is read '
+                    "by both the NATS server and the streaming server; put the streaming options "
+                    'in a "streaming { ... }" block',
+                    entry.key_pos,
+                    code="ambiguous",
+                )
+            )
+        elif nats_keys_here and _is_nats_key(key):
+            continue  # handled by collect_nats
+        elif entry.used_as_variable:
+            continue
+        else:
+            out.diagnostics.append(
+                _unknown(entry.key, entry.key_pos, "the streaming options", candidates)
+            )
+
+
+def _collect_section(node: Node, out: Collected, section: str) -> None:
+    reader = _MapReader(out, (section,), key_index(section))
+    candidates = sorted(reader.index)
+    if section == "store_limits":
+        candidates += list(CHANNELS_KEYS)
+    for entry in node.entries:
+        key = entry.key.lower()
+        if key in reader.index:
+            reader.take(entry, reader.index[key])
+        elif section == "store_limits" and key in CHANNELS_KEYS:
+            if _expect_map(out, entry, "per-channel limits"):
+                _collect_channels(entry.node, out)
+        elif not entry.used_as_variable:
+            out.diagnostics.append(_unknown(entry.key, entry.key_pos, section, candidates))
+
+
+def _collect_channels(node: Node, out: Collected) -> None:
+    index = per_channel_key_index()
+    for entry in node.entries:
+        name = entry.key
+        path: Path = ("store_limits", "channels", name)
+        if entry.used_as_variable:
+            continue
+        if entry.node.kind is not NodeKind.MAP:
+            out.diagnostics.append(
+                error(
+                    f'limits of channel "{name}" must be a map, got {describe(entry.node)}',
+                    entry.node.pos,
+                    code="type",
+                )
+            )
+            continue
+        if path in out.positions:
+            out.diagnostics.append(
+                warning(
+                    f'channel "{name}" is configured again (first at {out.positions[path]}); '
+                    "the last one wins",
+                    entry.key_pos,
+                    code="duplicate",
+                )
+            )
+        out.set(path, {}, entry.key_pos)
+        reader = _MapReader(out, path, index)
+        for limit in entry.node.entries:
+            key = limit.key.lower()
+            if key in index:
+                reader.take(limit, index[key])
+            elif not limit.used_as_variable:
+                out.diagnostics.append(
+                    _unknown(
+                        limit.key, limit.key_pos, f'the limits of channel "{name}"', sorted(index)
+                    )
+                )
+
+
+def _is_nats_key(key: str) -> bool:
+    return (
+        key in NATS_PASSTHROUGH_KEYS or key in NATS_ADDRESS_KEYS or key in key_index("nats_server")
+    )
+
+
+def collect_nats(node: Node, out: Collected, *, streaming_here: bool) -> None:
+    """NATS server options: the top level of the NATS configuration file."""
+    reader = _MapReader(out, ("nats_server",), key_index("nats_server"))
+    streaming_keys = set(key_index("")) | set(_section_by_key())
+    for entry in node.entries:
+        key = entry.key.lower()
+        if key == "streaming" or entry.used_as_variable:
+            continue
+        if key in reader.index:
+            reader.take(entry, reader.index[key])
+        elif key in NATS_ADDRESS_KEYS:
+            _collect_address(entry, out, NATS_ADDRESS_KEYS[key])
+        elif key in NATS_PASSTHROUGH_KEYS and not (streaming_here and key in streaming_keys):
+            out.passthrough.append(entry)
+        elif not streaming_here:
+            candidates = sorted(NATS_PASSTHROUGH_KEYS | set(reader.index) | {"streaming"})
+            out.diagnostics.append(
+                _unknown(entry.key, entry.key_pos, "the NATS server options", candidates)
+            )
+
+
+def _collect_address(entry: MapEntry, out: Collected, port_option: str) -> None:
+    """``listen``/``http``/``https``: a port number or "host:port"."""
+    node = entry.node
+    value = node.value
+    if node.kind is NodeKind.INT:
+        out.set(("nats_server", port_option), value, node.pos)
+        return
+    if node.kind is NodeKind.STRING and isinstance(value, str):
+        host, sep, port = value.rpartition(":")
+        if sep and port.isdigit():
+            out.set(("nats_server", port_option), int(port), node.pos)
+            if port_option == "port" and host:
+                out.set(("nats_server", "host"), host, node.pos)
+            return
+    out.diagnostics.append(
+        error(
+            f'"{entry.key}" must be a port number or "host:port", got {describe(node)}',
+            node.pos,
+            code="type",
+        )
+    )
+
+
+def render_passthrough(entries: list[MapEntry], pos: Position) -> str:
+    if not entries:
+        return ""
+    return render(Node(NodeKind.MAP, tuple(entries), pos))

@@ -1,0 +1,295 @@
+"""Compile command-line flags, configuration files and environment into a plan.
+
+Stages, each doing one job and never looking back: flags are parsed (usage errors stop
+here), the files they name are parsed by ``stanpkg.conf``, their entries are read into the
+normalised configuration (``collect``), the environment and then the flags override it,
+durations are converted, the JSON Schema checks types and ranges, the cross-field rules
+run, and finally the frozen :class:`~stanpkg.plan.model.Plan` is built. Problems are
+diagnostics; nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
+
+from stanpkg.conf import ConfError, Node, Position, parse_file
+from stanpkg.conf import Kind as NodeKind
+from stanpkg.plan.collect import Collected, collect_nats, collect_streaming, render_passthrough
+from stanpkg.plan.context import Context, Path
+from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
+from stanpkg.plan.flags import ParsedFlags, UsageError, parse_flags
+from stanpkg.plan.gotime import DurationError, parse_duration
+from stanpkg.plan.limits import Limits, PartialLimits, StoreLimits, resolve_store_limits
+from stanpkg.plan.model import (
+    ClusterOptions,
+    FileOptions,
+    NatsServerOptions,
+    Plan,
+    Secret,
+    Source,
+    SqlOptions,
+    StoreType,
+    TlsOptions,
+)
+from stanpkg.plan.options import OPTIONS, Kind
+from stanpkg.plan.rules import run_rules
+from stanpkg.plan.validation import check_schema
+
+ENCRYPTION_KEY_ENV = "NATS_STREAMING_ENCRYPTION_KEY"
+
+
+@dataclass(frozen=True)
+class Compilation:
+    plan: Plan | None
+    diagnostics: tuple[Diagnostic, ...] = ()
+    usage_error: str = ""  # set: a command-line error (exit status 2)
+    flags: ParsedFlags | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None and not self.usage_error
+
+
+def compile_args(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, *, positional_config: bool = False
+) -> Compilation:
+    """Compile a server command line. ``positional_config`` lets one bare word name the
+    streaming configuration file (``stanpkg validate stan.conf``)."""
+    try:
+        flags = parse_flags(list(argv), interspersed=positional_config)
+    except UsageError as exc:
+        return Compilation(None, usage_error=str(exc))
+    if flags.positional:
+        if positional_config and len(flags.positional) == 1 and not flags.stan_config:
+            flags.stan_config = flags.positional[0]
+            flags.positional = []
+        else:
+            return Compilation(
+                None, usage_error=f'unrecognized command: "{flags.positional[0]}"', flags=flags
+            )
+    return compile_flags(flags, os.environ if env is None else env)
+
+
+def compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
+    collected = Collected()
+    trees: dict[str, Node] = {}
+    for file in dict.fromkeys(p for p in (flags.stan_config, flags.config) if p):
+        try:
+            trees[file] = parse_file(file, env=env)
+        except ConfError as exc:
+            collected.diagnostics.append(error(exc.message, exc.pos, code="syntax"))
+    if has_errors(collected.diagnostics):
+        return Compilation(None, tuple(collected.diagnostics), flags=flags)
+
+    streaming_file = flags.stan_config or flags.config
+    nats_file = flags.config or flags.stan_config
+    block_here = False
+    if streaming_file:
+        tree = trees[streaming_file]
+        block = _streaming_block(tree)
+        if block is None:
+            collect_streaming(tree, collected, nats_keys_here=streaming_file == nats_file)
+        elif block.kind is NodeKind.MAP:
+            collected.has_streaming_block = True
+            collect_streaming(block, collected, nats_keys_here=False)
+        else:
+            collected.diagnostics.append(
+                error(
+                    f'"streaming" must be a map of options, got {block.kind.value.lower()}',
+                    block.pos,
+                    code="type",
+                )
+            )
+        block_here = block is None
+    if nats_file:
+        collect_nats(
+            trees[nats_file], collected, streaming_here=nats_file == streaming_file and block_here
+        )
+
+    ctx = Context(collected.config, collected.positions, diagnostics=collected.diagnostics)
+    for path in collected.positions:
+        ctx.sources[path] = Source("file", str(collected.positions[path]))
+    _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
+    _apply_environment(ctx, env)
+    for dotted, flag_value in flags.values.items():
+        ctx.set(tuple(dotted.split(".")), flag_value.value, Source("flag", flag_value.flag))
+    _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
+    _convert_durations(ctx)
+    if ("cluster",) in ctx.positions and not ctx.is_set(("cluster", "clustered")):
+        # The presence of a cluster map turns clustering on (a --clustered flag still wins).
+        ctx.set(("cluster", "clustered"), True, Source("file", str(ctx.positions[("cluster",)])))
+    _normalise_case(ctx)
+    check_schema(ctx)
+    if not has_errors(ctx.diagnostics):
+        run_rules(ctx)
+    diagnostics = sort_diagnostics(ctx.diagnostics)
+    if has_errors(diagnostics):
+        return Compilation(None, diagnostics, flags=flags)
+    passthrough = render_passthrough(collected.passthrough, Position(nats_file, 1, 1))
+    plan = build_plan(ctx, streaming_file, nats_file, passthrough)
+    return Compilation(plan, diagnostics, flags=flags)
+
+
+def sort_diagnostics(diags: list[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """File diagnostics in file order first, then those of flags and environment."""
+
+    def key(d: Diagnostic) -> tuple[int, str, int, int]:
+        return (0, d.pos.file, d.pos.line, d.pos.col) if d.pos else (1, d.where, 0, 0)
+
+    return tuple(sorted(diags, key=key))
+
+
+def _streaming_block(tree: Node) -> Node | None:
+    for entry in tree.entries:
+        if entry.key.lower() == "streaming":
+            return entry.node
+    return None
+
+
+def _request_encryption(ctx: Context, key_source: Source | None) -> None:
+    """A key given in the file or by flag turns encryption on; the environment alone
+    does not (it only supplies the key)."""
+    if key_source is not None and key_source.kind in ("file", "flag"):
+        if not ctx.is_set(("encrypt",)):
+            ctx.set(("encrypt",), True, key_source)
+
+
+def _apply_environment(ctx: Context, env: Mapping[str, str]) -> None:
+    for opt in OPTIONS:
+        value = env.get(opt.env) if opt.env else None
+        if value:  # an empty variable is as good as unset, as for the reference
+            path = tuple(opt.path.split("."))
+            ctx.set(path, value, Source("env", opt.env))
+
+
+def _duration_paths(ctx: Context) -> list[Path]:
+    paths: list[Path] = [tuple(o.path.split(".")) for o in OPTIONS if o.kind is Kind.DURATION]
+    channels = ctx.get(("store_limits", "channels"), {})
+    if isinstance(channels, dict):
+        for name in channels:
+            paths += [
+                ("store_limits", "channels", name, o.name)
+                for o in OPTIONS
+                if o.per_channel and o.kind is Kind.DURATION
+            ]
+    return paths
+
+
+def _convert_durations(ctx: Context) -> None:
+    """Durations are written as Go duration strings and kept as nanoseconds."""
+    for path in _duration_paths(ctx):
+        if not ctx.is_set(path):
+            continue
+        value = ctx.get(path)
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and path in ctx.sources
+            and ctx.sources[path].kind == "flag"
+        ):
+            continue  # flags arrive already converted
+        if isinstance(value, str):
+            try:
+                ctx.set(path, parse_duration(value), ctx.sources.get(path, Source("file")))
+            except DurationError as exc:
+                ctx.error(path, f"{path[-1]}: {exc}", "duration")
+                ctx.delete(path)
+        else:
+            shown = "a boolean" if isinstance(value, bool) else f"{value!r}"
+            hint = (
+                f' (write "{value}s" for seconds)'
+                if isinstance(value, int) and not isinstance(value, bool)
+                else ""
+            )
+            ctx.error(
+                path,
+                f'{path[-1]} must be a duration string such as "10s" or "1h30m", got {shown}{hint}',
+                "type",
+            )
+            ctx.delete(path)
+
+
+def _normalise_case(ctx: Context) -> None:
+    for path, upper in (
+        (("store_type",), True),
+        (("encryption_cipher",), True),
+        (("sql_options", "driver"), False),
+    ):
+        value = ctx.get(path)
+        if isinstance(value, str):
+            source = ctx.sources.get(path, Source("file"))
+            ctx.set(path, value.upper() if upper else value.lower(), source)
+
+
+def _section(ctx: Context, cls: type[Any], section: str, **overrides: object) -> Any:
+    values: dict[str, object] = {}
+    for f in fields(cls):
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
+            continue
+        path = (section, f.name) if section else (f.name,)
+        value = ctx.value(path)
+        if isinstance(value, list):
+            value = tuple(value)
+        if f.type == "Secret":
+            value = Secret(str(value or ""))
+        values[f.name] = value
+    return cls(**values)
+
+
+def _store_limits(ctx: Context) -> StoreLimits:
+    def limit(name: str) -> int:
+        value = ctx.value(("store_limits", name))
+        assert isinstance(value, int)
+        return value
+
+    defaults = Limits(
+        limit("max_subs"),
+        limit("max_msgs"),
+        limit("max_bytes"),
+        limit("max_age"),
+        limit("max_inactivity"),
+    )
+    channels = ctx.get(("store_limits", "channels"), {})
+    per_channel: dict[str, PartialLimits] = {}
+    if isinstance(channels, dict):
+        for name, values in channels.items():
+            per_channel[name] = PartialLimits(**values)
+    return resolve_store_limits(limit("max_channels"), defaults, per_channel)
+
+
+def _cluster(ctx: Context) -> ClusterOptions:
+    node_id = str(ctx.value(("cluster", "node_id")))
+    peers = tuple(p for p in ctx.value(("cluster", "peers")) or () if p != node_id)  # type: ignore[attr-defined]
+    log_path = str(ctx.value(("cluster", "log_path")))
+    if not log_path and node_id:
+        log_path = f"{ctx.value(('cluster_id',))}/{node_id}"
+    result: ClusterOptions = _section(
+        ctx, ClusterOptions, "cluster", peers=peers, log_path=log_path
+    )
+    return result
+
+
+def build_plan(ctx: Context, streaming_file: str, nats_file: str, passthrough: str) -> Plan:
+    nats: NatsServerOptions = _section(
+        ctx, NatsServerOptions, "nats_server", passthrough=passthrough, config_file=nats_file
+    )
+    plan: Plan = _section(
+        ctx,
+        Plan,
+        "",
+        store_type=StoreType(str(ctx.value(("store_type",)))),
+        store_limits=_store_limits(ctx),
+        file_options=_section(ctx, FileOptions, "file_options"),
+        sql_options=_section(ctx, SqlOptions, "sql_options"),
+        cluster=_cluster(ctx),
+        tls=_section(ctx, TlsOptions, "tls"),
+        nats_server=nats,
+        config_file=streaming_file,
+        provenance=MappingProxyType({".".join(p): s for p, s in ctx.sources.items()}),
+    )
+    return plan

@@ -1,0 +1,81 @@
+"""The compiler's working state: the normalised configuration and where each value came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stanpkg.conf import Position
+from stanpkg.plan.diagnostics import Diagnostic, error, warning
+from stanpkg.plan.model import Source
+from stanpkg.plan.options import BY_PATH, Option
+
+Path = tuple[str, ...]
+
+
+def option_for(path: Path) -> Option | None:
+    """The table entry behind a normalised path (per-channel limits map to store_limits)."""
+    if len(path) == 4 and path[:2] == ("store_limits", "channels"):
+        return BY_PATH.get(f"store_limits.{path[3]}")
+    return BY_PATH.get(".".join(path))
+
+
+@dataclass
+class Context:
+    config: dict[str, object]
+    positions: dict[Path, Position] = field(default_factory=dict)
+    sources: dict[Path, Source] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def get(self, path: Path, default: object = None) -> object:
+        node: object = self.config
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def is_set(self, path: Path) -> bool:
+        return self.get(path, _MISSING) is not _MISSING
+
+    def set(self, path: Path, value: object, source: Source) -> None:
+        target = self.config
+        for part in path[:-1]:
+            child = target.setdefault(part, {})
+            assert isinstance(child, dict)
+            target = child
+        target[path[-1]] = value
+        self.sources[path] = source
+        if source.kind != "file":
+            self.positions.pop(path, None)
+
+    def delete(self, path: Path) -> None:
+        parent = self.get(path[:-1])
+        if isinstance(parent, dict):
+            parent.pop(path[-1], None)
+
+    def value(self, path: Path) -> object:
+        """The configured value, or the table's default."""
+        got = self.get(path, _MISSING)
+        if got is not _MISSING:
+            return got
+        opt = option_for(path)
+        return None if opt is None else opt.default
+
+    def _where(self, path: Path) -> tuple[Position | None, str]:
+        for probe in (path, path[:-1], path[:1]):
+            if probe in self.positions:
+                return self.positions[probe], ""
+            if probe in self.sources:
+                return None, self.sources[probe].where
+        return None, ""
+
+    def error(self, path: Path, message: str, code: str = "") -> None:
+        pos, where = self._where(path)
+        self.diagnostics.append(error(message, pos, where=where, code=code))
+
+    def warning(self, path: Path, message: str, code: str = "") -> None:
+        pos, where = self._where(path)
+        self.diagnostics.append(warning(message, pos, where=where, code=code))
+
+
+_MISSING = object()

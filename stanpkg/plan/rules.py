@@ -1,0 +1,274 @@
+"""Cross-field rules: what no single option's type or range can say.
+
+Each rule reads the normalised configuration (after defaults, flags and environment) and
+adds diagnostics; none raises. Messages name the options involved and, in parentheses, the
+reference server's wording where an operator may search for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from stanpkg.plan.context import Context
+from stanpkg.plan.gotime import format_duration
+from stanpkg.plan.options import OPTIONS, Kind
+from stanpkg.plan.subjects import channel_name_problem, is_literal
+
+Rule = Callable[[Context], None]
+
+_MYSQL_DSN = re.compile(
+    r"^(?:(?P<user>[^:@/]*)(?::(?P<pw>[^@]*))?@)?"
+    r"(?:(?P<net>[a-z0-9]+)(?:\((?P<addr>[^)]*)\))?)?/(?P<db>[^?]*)"
+    r"(?:\?(?P<params>.*))?$"
+)
+
+
+def channel_names(ctx: Context) -> list[str]:
+    channels = ctx.get(("store_limits", "channels"), {})
+    return list(channels) if isinstance(channels, dict) else []
+
+
+def store_type(ctx: Context) -> str:
+    return str(ctx.value(("store_type",)))
+
+
+def clustered(ctx: Context) -> bool:
+    return bool(ctx.value(("cluster", "clustered")))
+
+
+def check_identity(ctx: Context) -> None:
+    cid = str(ctx.value(("cluster_id",)))
+    problem = channel_name_problem(cid, allow_wildcards=False) if cid else None
+    if not cid:
+        ctx.error(
+            ("cluster_id",),
+            "cluster_id cannot be empty (clients use it in every subject)",
+            "invalid-value",
+        )
+    elif problem is not None:
+        ctx.error(
+            ("cluster_id",),
+            f'cluster_id "{cid}" is not usable in NATS subjects: {problem.message}',
+            "invalid-value",
+        )
+    prefix = str(ctx.value(("discover_prefix",)))
+    problem = channel_name_problem(prefix, allow_wildcards=False) if prefix else None
+    if not prefix or problem is not None:
+        why = problem.message if problem else "it is empty"
+        ctx.error(
+            ("discover_prefix",),
+            f'discover_prefix "{prefix}" is not a valid subject: {why}',
+            "invalid-value",
+        )
+
+
+def check_channels(ctx: Context) -> None:
+    names = channel_names(ctx)
+    for name in names:
+        problem = channel_name_problem(name, allow_wildcards=True)
+        if problem is not None:
+            ctx.error(
+                ("store_limits", "channels", name),
+                f'invalid channel name "{name}": {problem.message}',
+                "channel-name",
+            )
+    max_channels = ctx.value(("store_limits", "max_channels"))
+    literal = [n for n in names if is_literal(n)]
+    if isinstance(max_channels, int) and max_channels > 0 and len(literal) > max_channels:
+        ctx.error(
+            ("store_limits", "channels", literal[max_channels]),
+            f"{len(literal)} channels are defined but max_channels is {max_channels} "
+            f"(too many channels defined ({max_channels + 1}). The max channels limit "
+            f"is set to {max_channels})",
+            "too-many-channels",
+        )
+
+
+def check_store(ctx: Context) -> None:
+    kind = store_type(ctx)
+    if kind == "FILE" and not ctx.value(("dir",)):
+        ctx.error(
+            ("store_type",),
+            "the FILE store needs a root directory: set dir "
+            "(for FILE stores, root directory must be specified)",
+            "missing-dir",
+        )
+    if kind == "MEMORY" and ctx.value(("dir",)):
+        ctx.warning(
+            ("dir",),
+            "dir is not used by the MEMORY store; messages are kept in "
+            "memory only and lost on restart",
+            "unused",
+        )
+    if kind == "FILE":
+        _check_slices_against_limits(ctx)
+    _check_sql(ctx, used=kind == "SQL")
+
+
+def _check_slices_against_limits(ctx: Context) -> None:
+    pairs = (
+        ("slice_max_msgs", "max_msgs", "messages"),
+        ("slice_max_bytes", "max_bytes", "bytes"),
+        ("slice_max_age", "max_age", "age"),
+    )
+    for slice_key, limit_key, what in pairs:
+        slice_value = ctx.value(("file_options", slice_key))
+        limit = ctx.value(("store_limits", limit_key))
+        if (
+            isinstance(slice_value, int)
+            and isinstance(limit, int)
+            and 0 < limit < slice_value
+            and ctx.is_set(("file_options", slice_key))
+        ):
+            ctx.warning(
+                ("file_options", slice_key),
+                f"{slice_key} ({slice_value}) is larger than the channel {what} limit "
+                f"{limit_key} ({limit}): a slice will never fill up",
+                "slice-limit",
+            )
+
+
+def _check_sql(ctx: Context, used: bool) -> None:
+    driver = str(ctx.value(("sql_options", "driver")))
+    source = ctx.value(("sql_options", "source"))
+    if used and not driver:
+        ctx.error(
+            ("store_type",),
+            "the SQL store needs sql_options.driver: mysql, postgres "
+            'or sqlite (sql: unknown driver "" (forgotten import?))',
+            "sql-driver",
+        )
+    if used and driver and not source:
+        ctx.error(("sql_options", "driver"), "the SQL store needs sql_options.source", "sql-source")
+    bad_dsn = isinstance(source, str) and (_MYSQL_DSN.match(source) is None or "/" not in source)
+    if driver == "mysql" and source and bad_dsn:
+        ctx.error(
+            ("sql_options", "source"),
+            "sql_options.source is not a MySQL DSN such as "
+            "user:password@tcp(host:3306)/dbname (invalid DSN: missing the slash "
+            "separating the database name)",
+            "sql-source",
+        )
+
+
+def check_modes(ctx: Context) -> None:
+    kind = store_type(ctx)
+    is_clustered = clustered(ctx)
+    ft_group = ctx.value(("ft_group",))
+    partitioning = ctx.value(("partitioning",))
+    if is_clustered and kind == "MEMORY":
+        ctx.error(
+            ("cluster",) if ctx.is_set(("cluster",)) else ("cluster", "clustered"),
+            "clustering needs a FILE or SQL store (stan: clustering mode not supported "
+            "with MEMORY store type)",
+            "mode",
+        )
+    if is_clustered and partitioning:
+        ctx.error(
+            ("partitioning",),
+            "partitioning cannot be used with clustering (stan: "
+            "channels partitioning in clustering mode is not supported)",
+            "mode",
+        )
+    if is_clustered and ft_group:
+        ctx.error(
+            ("ft_group",),
+            "ft_group cannot be used with clustering: a cluster "
+            "already replicates and elects a leader",
+            "mode",
+        )
+    if ft_group and kind == "MEMORY":
+        ctx.error(
+            ("ft_group",),
+            "fault-tolerance needs a FILE or SQL store shared by the "
+            "group (ft: only FILE or SQL stores supported in FT mode)",
+            "mode",
+        )
+    if partitioning and not channel_names(ctx):
+        ctx.error(
+            ("partitioning",),
+            "partitioning needs the channels this server serves in "
+            "store_limits.channels (stan: no configured channel)",
+            "mode",
+        )
+
+
+def check_cluster(ctx: Context) -> None:
+    peers = ctx.value(("cluster", "peers"))
+    if isinstance(peers, (list, tuple)):
+        for peer in peers:
+            if isinstance(peer, str) and "," in peer:
+                ctx.warning(
+                    ("cluster", "peers"),
+                    f'peer name "{peer}" contains ","; give '
+                    "peers as an array of names, not one comma-separated string",
+                    "peers",
+                )
+    lease = ctx.value(("cluster", "raft_lease_timeout"))
+    heartbeat = ctx.value(("cluster", "raft_heartbeat_timeout"))
+    if isinstance(lease, int) and isinstance(heartbeat, int) and lease > heartbeat:
+        ctx.error(
+            ("cluster", "raft_lease_timeout"),
+            f"raft_lease_timeout ({format_duration(lease)}) cannot be larger than "
+            f"raft_heartbeat_timeout ({format_duration(heartbeat)})",
+            "raft",
+        )
+
+
+def check_encryption(ctx: Context) -> None:
+    if ctx.value(("encrypt",)) and not ctx.value(("encryption_key",)):
+        ctx.error(
+            ("encrypt",),
+            "encryption is on but no key is given: set "
+            "NATS_STREAMING_ENCRYPTION_KEY (preferred) or encryption_key "
+            "(encryption key required)",
+            "encryption-key",
+        )
+
+
+def check_tls(ctx: Context) -> None:
+    cert = ctx.value(("tls", "client_cert"))
+    key = ctx.value(("tls", "client_key"))
+    if bool(cert) != bool(key):
+        missing = "client_key" if cert else "client_cert"
+        ctx.error(
+            ("tls", "client_cert" if cert else "client_key"),
+            f"tls: {missing} is required together with {'client_cert' if cert else 'client_key'}",
+            "tls",
+        )
+
+
+def check_files(ctx: Context) -> None:
+    """Every option that names a file must name a readable one (relative to the cwd)."""
+    for opt in OPTIONS:
+        if not opt.file_path or opt.kind is not Kind.STRING:
+            continue
+        path = tuple(opt.path.split("."))
+        value = ctx.value(path)
+        if not isinstance(value, str) or not value:
+            continue
+        script = opt.name == "slice_archive_script"
+        if not os.path.isfile(value):
+            ctx.error(path, f'{opt.name}: file "{value}" does not exist', "file")
+        elif not os.access(value, os.X_OK if script else os.R_OK):
+            need = "executable" if script else "readable"
+            ctx.error(path, f'{opt.name}: file "{value}" is not {need}', "file")
+
+
+RULES: tuple[Rule, ...] = (
+    check_identity,
+    check_channels,
+    check_store,
+    check_modes,
+    check_cluster,
+    check_encryption,
+    check_tls,
+    check_files,
+)
+
+
+def run_rules(ctx: Context) -> None:
+    for rule in RULES:
+        rule(ctx)

@@ -1,0 +1,1 @@
+"""stanpkg.server"""
