@@ -63,6 +63,8 @@ class ChannelLimits:
 
 @dataclass(frozen=True)
 class StoreLimits:
+    """The global limits and every per-channel entry, resolved."""
+
     max_channels: int
     defaults: Limits
     channels: tuple[ChannelLimits, ...]  # in printout order
@@ -116,15 +118,15 @@ def resolve_store_limits(
     list also follows it in the walk). A name absent from its own match list (only
     possible for invalid names such as ``a.>.b``) is treated as level 0.
     """
-    names = list(per_channel)
     tree: SubjectTree[int] = SubjectTree()
-    for index, name in enumerate(names):
+    for index, name in enumerate(per_channel):
         tree.insert(name, index)
     resolved: dict[int, Limits] = {}
     channels: list[ChannelLimits] = []
     for name, index in tree.walk():
         matches = tree.match_list(name)
         level = _own_position(matches, index)
+        # The parent is always resolved by now; .get() only keeps this total.
         parent = defaults if level == 0 else resolved.get(matches[level - 1], defaults)
         limits = resolved[index] = _inherit(per_channel[name], parent)
         channels.append(ChannelLimits(name, limits, level, parent))

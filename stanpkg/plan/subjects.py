@@ -51,6 +51,8 @@ def _reference_problem(name: str, allow_wildcards: bool) -> str | None:
 
 
 def _forbidden_character(name: str) -> str | None:
+    if name.isprintable() and " " not in name:  # the common case, without a per-char scan
+        return None
     for ch in name:
         category = unicodedata.category(ch)
         if ch.isspace() or category == "Cc":
