@@ -1,0 +1,99 @@
+"""Channel limits re-applied at recovery (spec/filestore.md §8, §10.1 step c).
+
+Removal is logical: it only moves the channel's first sequence (and the per-slice count of
+removed leading messages). A fully removed slice is dropped unless it is the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from stanpkg.stores.filestore.index import INDEX_RECORD, MSG_RECORD_OVERHEAD, index_position
+from stanpkg.stores.filestore.slices import SliceInfo
+
+__all__ = ["ChannelLimits", "LimitsSpec", "apply_limits", "limits_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelLimits:
+    """Effective (already inherited) message limits of one channel; 0 = unlimited."""
+
+    max_msgs: int = 0
+    max_bytes: int = 0
+    max_age_ns: int = 0
+
+
+UNLIMITED = ChannelLimits()
+LimitsSpec = ChannelLimits | Mapping[str, ChannelLimits] | Callable[[str], ChannelLimits] | None
+
+
+def limits_for(spec: LimitsSpec, channel: str) -> ChannelLimits:
+    """Resolve ``spec``: one value for all channels, a per-channel mapping (missing =
+    unlimited), or a callable (e.g. the config layer's inheritance resolver)."""
+    if spec is None:
+        return UNLIMITED
+    if isinstance(spec, ChannelLimits):
+        return spec
+    if isinstance(spec, Mapping):
+        return spec.get(channel, UNLIMITED)
+    return spec(channel)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelExtent:
+    first_seq: int
+    last_seq: int
+    count: int
+    total_bytes: int
+    slices: tuple[SliceInfo, ...]
+
+
+def apply_limits(
+    slices: Sequence[SliceInfo],
+    indexes: Sequence[bytes],
+    limits: ChannelLimits,
+    now_ns: int,
+) -> ChannelExtent:
+    """First/last sequence, count and bytes after count/size limits then age expiration.
+
+    ``indexes[i]`` is the index image of ``slices[i]`` (sizes/timestamps of removed
+    messages are read from it, as the reference does).
+    """
+    if not slices:
+        return ChannelExtent(0, 0, 0, 0, ())
+    live = list(slices)
+    images = list(indexes)
+    removed = [0] * len(live)
+    count = sum(s.count for s in live)
+    total = sum(s.total_bytes for s in live)
+    head = 0  # index in `live` of the first slice still referenced
+    first = live[0].first_seq
+    last = live[-1].last_seq
+
+    def entry(k: int) -> tuple[int, int]:
+        """(size, timestamp) of the first live message of slice ``k``."""
+        _, _, ts, size, _ = INDEX_RECORD.unpack_from(images[k], index_position(removed[k]))
+        return size, ts
+
+    def remove_first() -> None:
+        nonlocal head, count, total, first
+        size, _ = entry(head)
+        removed[head] += 1
+        count -= 1
+        total -= size + MSG_RECORD_OVERHEAD
+        first += 1
+        if removed[head] == live[head].count and head < len(live) - 1:
+            head += 1
+            first = live[head].first_seq  # tolerate gaps between slices
+
+    max_msgs, max_bytes, max_age = limits.max_msgs, limits.max_bytes, limits.max_age_ns
+    while count > 1 and (0 < max_msgs < count or 0 < max_bytes < total):
+        remove_first()
+    if max_age > 0:
+        while count > 0 and now_ns - entry(head)[1] >= max_age:
+            remove_first()
+    if count == 0:
+        first = last + 1
+    kept = tuple(replace(s, removed=r) for s, r in zip(live[head:], removed[head:], strict=True))
+    return ChannelExtent(first, last, count, total, kept)

@@ -1,0 +1,71 @@
+"""``server.dat``: version header + exactly one untyped ``spb.ServerInfo`` record (§3)."""
+
+from __future__ import annotations
+
+import os
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.filestore.errors import RecordDecodeError, ServerFileSizeError
+from stanpkg.stores.filestore.framing import (
+    RECORD_HEADER_SIZE,
+    VERSION_HEADER,
+    CrcFunc,
+    RecordScan,
+    check_version,
+    crc32_func,
+    encode_record,
+    write_all,
+)
+
+__all__ = ["SERVER_FILE", "read_server_file", "write_server_file"]
+
+SERVER_FILE = "server.dat"
+
+
+def read_server_file(path: str, *, crc: CrcFunc | None = None) -> spb.ServerInfo | None:
+    """The recorded ServerInfo, or None when the file holds no record (fresh store).
+
+    ``crc`` None skips CRC verification (``do_crc`` false).
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    check_version(data, path)
+    scan = RecordScan(data, path, typed=False, crc=crc)
+    for offset, _, start, size in scan:
+        expected = 4 + RECORD_HEADER_SIZE + size
+        if len(data) != expected:
+            raise ServerFileSizeError(
+                f"incorrect file size, expected {expected} bytes, got {len(data)} bytes",
+                path=path,
+                offset=offset,
+            )
+        info = spb.ServerInfo()
+        try:
+            info.ParseFromString(data[start : start + size])
+        except DecodeError as exc:
+            raise RecordDecodeError(
+                f"invalid ServerInfo: {exc}", path=path, offset=offset
+            ) from None
+        return info
+    return None
+
+
+def write_server_file(path: str, info: spb.ServerInfo, *, crc: CrcFunc | None = None) -> None:
+    """Go's "Init": keep the version header, truncate to 4 bytes, write the one record.
+
+    The file is opened read-write without O_APPEND (and never fsync'ed, like the reference).
+    """
+    record = encode_record(info.SerializeToString(), crc or crc32_func())
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        if os.fstat(fd).st_size == 0:
+            write_all(fd, VERSION_HEADER)
+        else:
+            check_version(os.pread(fd, 4, 0), path)
+        os.ftruncate(fd, 4)
+        os.lseek(fd, 4, os.SEEK_SET)
+        write_all(fd, record)
+    finally:
+        os.close(fd)

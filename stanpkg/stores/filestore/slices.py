@@ -1,0 +1,297 @@
+"""Message slices ``msgs.N.dat`` + ``msgs.N.idx``: discovery and recovery (§6, §10.2).
+
+Recovery trusts the index when it reads cleanly and its last entry matches the data file;
+otherwise the slice is described by scanning the data file ("rebuild"). In read-only mode a
+rebuilt index lives only in memory (``SliceInfo.index_usable`` is False and readers scan the
+data file); with ``repair=True`` the reference's recovery writes are done (index rewritten,
+zero tails cut).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.filestore.errors import (
+    FileStoreError,
+    IndexFileError,
+    IndexVerificationError,
+    InvalidSliceNameError,
+    RecordDecodeError,
+    UnexpectedEOFError,
+)
+from stanpkg.stores.filestore.framing import (
+    VERSION_HEADER,
+    CrcFunc,
+    FileImage,
+    RecordScan,
+    check_version,
+    map_file,
+    write_all,
+)
+from stanpkg.stores.filestore.index import (
+    MSG_RECORD_OVERHEAD,
+    IndexEntry,
+    encode_index_record,
+    summarize_index,
+)
+from stanpkg.stores.filestore.truncation import truncate_file
+
+__all__ = [
+    "RecoveredSlice",
+    "SliceInfo",
+    "discover_slices",
+    "recover_slice",
+    "slice_paths",
+]
+
+_SLICE_DAT = re.compile(r"^msgs\.(.*)\.dat$")
+
+
+def slice_paths(channel_dir: str, number: int) -> tuple[str, str]:
+    base = os.path.join(channel_dir, f"msgs.{number}")
+    return base + ".dat", base + ".idx"
+
+
+def discover_slices(channel_dir: str) -> list[int]:
+    """Slice numbers of every ``msgs.<N>.dat`` in the channel directory, ascending.
+
+    Other files are ignored (``.bak`` archives, orphan ``.idx``); an N that is not a
+    decimal integer is an error, as in the reference.
+    """
+    numbers = []
+    for entry in os.scandir(channel_dir):
+        match = _SLICE_DAT.match(entry.name)
+        if match is None or entry.is_dir():
+            continue
+        text = match.group(1)
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise InvalidSliceNameError(
+                f"message log has an invalid name: {entry.name}", path=entry.path
+            )
+        numbers.append(int(text))
+    return sorted(numbers)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceInfo:
+    """Metadata of one slice; picklable, so a reader can be shipped to another process.
+
+    ``first_seq``/``last_seq``/timestamps describe every message the slice holds on disk;
+    ``removed`` leading ones were logically removed (limits/expiry), so the live range is
+    ``first_live_seq..last_seq``.
+    """
+
+    channel: str
+    number: int
+    dat_path: str
+    idx_path: str
+    first_seq: int
+    last_seq: int
+    count: int
+    total_bytes: int  # sum of (payload + 40) over every message of the slice
+    first_timestamp: int
+    last_timestamp: int
+    index_usable: bool = True  # the on-disk index describes the slice (see module doc)
+    contiguous: bool = True
+    removed: int = 0
+
+    @property
+    def first_live_seq(self) -> int:
+        return self.first_seq + self.removed
+
+    @property
+    def live_count(self) -> int:
+        return self.count - self.removed
+
+
+@dataclass
+class RecoveredSlice:
+    """Recovery result: the slice, the index image used (for limits) and log lines."""
+
+    info: SliceInfo
+    index: bytes  # version header + one 32-byte record per message
+    log: list[str] = field(default_factory=list)
+    truncated_at: int | None = None
+
+
+def recover_slice(
+    channel: str,
+    channel_dir: str,
+    number: int,
+    *,
+    crc: CrcFunc,
+    do_crc: bool = True,
+    truncate_bad_eof: bool = False,
+    repair: bool = False,
+) -> RecoveredSlice:
+    """Recover one slice per §10.2 (the data file must exist)."""
+    dat_path, idx_path = slice_paths(channel_dir, number)
+    check_crc = crc if do_crc else None
+    log: list[str] = []
+    with map_file(dat_path) as dat:
+        check_version(dat, dat_path)
+        if os.path.exists(idx_path):
+            with open(idx_path, "rb") as f:
+                idx = f.read()
+            check_version(idx, idx_path)
+            try:
+                summary = summarize_index(idx, idx_path, check_crc)
+                if repair and summary.zero_tail_at is not None:
+                    truncate_file(idx_path, summary.zero_tail_at)
+                if summary.last is not None:
+                    _verify_last(dat, dat_path, summary.last, crc)
+                    info = SliceInfo(
+                        channel=channel,
+                        number=number,
+                        dat_path=dat_path,
+                        idx_path=idx_path,
+                        first_seq=summary.first_seq,
+                        last_seq=summary.last_seq,
+                        count=summary.count,
+                        total_bytes=summary.total_bytes,
+                        first_timestamp=summary.first_timestamp,
+                        last_timestamp=summary.last_timestamp,
+                        contiguous=summary.contiguous,
+                    )
+                    return RecoveredSlice(info, idx[: summary.end], log)
+            except IndexVerificationError as exc:
+                log.append(str(exc.reason))
+                log.append(
+                    f'Error with index file "{idx_path}": {exc.reason}. '
+                    "Truncating and recovering from data file"
+                )
+            except IndexFileError as exc:
+                log.append(
+                    f'Error with index file "{idx_path}": {exc.reason}. '
+                    "Truncating and recovering from data file"
+                )
+        rebuilt, bad_eof, zero_tail_at = _scan_data(
+            channel, number, dat, dat_path, idx_path, check_crc, crc
+        )
+    if repair and zero_tail_at is not None:
+        truncate_file(dat_path, zero_tail_at)
+    truncated_at = None
+    if bad_eof is not None:
+        if not truncate_bad_eof:
+            raise bad_eof
+        truncate_file(dat_path, bad_eof.offset or 0)
+        truncated_at = bad_eof.offset
+        log.extend(bad_eof.log_lines(truncated=True))
+    info, index = rebuilt
+    if repair:
+        _write_index_file(idx_path, index)
+        info = replace(info, index_usable=True)
+    return RecoveredSlice(info, index, log, truncated_at)
+
+
+def _verify_last(dat: FileImage, dat_path: str, last: IndexEntry, crc: CrcFunc) -> None:
+    """The last index entry must match the data record (CRC always checked)."""
+    try:
+        scan = RecordScan(dat, dat_path, typed=False, crc=crc, start=last.offset)
+        records = iter(scan)
+        record = next(records, None)
+    except UnexpectedEOFError:
+        raise IndexVerificationError(
+            "unable to read last record: unexpected EOF", dat_path=dat_path, offset=last.offset
+        ) from None
+    except FileStoreError as exc:
+        raise IndexVerificationError(
+            f"unable to read last record: {exc.reason}", dat_path=dat_path, offset=last.offset
+        ) from None
+    if record is None:
+        raise IndexVerificationError(
+            "unable to read last record: EOF", dat_path=dat_path, offset=last.offset
+        )
+    _, _, start, size = record
+    if size != last.size:
+        raise IndexVerificationError(
+            f"last message size in index is {last.size}, data file is {size}",
+            dat_path=dat_path,
+            offset=last.offset,
+        )
+    msg = pb.MsgProto()
+    try:
+        msg.ParseFromString(dat[start : start + size])
+    except DecodeError as exc:
+        raise IndexVerificationError(
+            f"error decoding message: {exc}", dat_path=dat_path, offset=last.offset
+        ) from None
+    if msg.sequence != last.seq:
+        raise IndexVerificationError(
+            f"last message sequence in index is {last.seq}, data file is {msg.sequence}",
+            dat_path=dat_path,
+            offset=last.offset,
+        )
+
+
+def _scan_data(
+    channel: str,
+    number: int,
+    dat: FileImage,
+    dat_path: str,
+    idx_path: str,
+    check_crc: CrcFunc | None,
+    crc: CrcFunc,
+) -> tuple[tuple[SliceInfo, bytes], UnexpectedEOFError | None, int | None]:
+    """Describe the slice from its data file, building the index image on the way.
+
+    A cut record is returned (not raised) so the caller can truncate after unmapping.
+    """
+    index = bytearray(VERSION_HEADER)
+    msg = pb.MsgProto()
+    count = total = 0
+    first_seq = last_seq = first_ts = last_ts = 0
+    contiguous = True
+    bad_eof: UnexpectedEOFError | None = None
+    scan = RecordScan(dat, dat_path, typed=False, crc=check_crc)
+    try:
+        for offset, _, start, size in scan:
+            try:
+                msg.ParseFromString(dat[start : start + size])
+            except DecodeError as exc:
+                raise RecordDecodeError(
+                    f"invalid message record: {exc}", path=dat_path, offset=offset
+                ) from None
+            seq, ts = msg.sequence, msg.timestamp
+            if count == 0:
+                first_seq, first_ts = seq, ts
+            elif seq != last_seq + 1:
+                contiguous = False
+            last_seq, last_ts = seq, ts
+            index += encode_index_record(seq, offset, ts, size, crc)
+            total += size + MSG_RECORD_OVERHEAD
+            count += 1
+    except UnexpectedEOFError as exc:
+        bad_eof = exc
+    info = SliceInfo(
+        channel=channel,
+        number=number,
+        dat_path=dat_path,
+        idx_path=idx_path,
+        first_seq=first_seq,
+        last_seq=last_seq,
+        count=count,
+        total_bytes=total,
+        first_timestamp=first_ts,
+        last_timestamp=last_ts,
+        index_usable=False,
+        contiguous=contiguous,
+    )
+    return (info, bytes(index)), bad_eof, scan.zero_tail_at
+
+
+def _write_index_file(idx_path: str, index: bytes) -> None:
+    """Replace the index file content with the rebuilt image, then fsync."""
+    fd = os.open(idx_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        write_all(fd, index)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,243 @@
+"""``<channel>/subs.dat``: typed subscription records (spec/filestore.md §5)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.filestore.appender import RecordAppender, create_temp_file
+from stanpkg.stores.filestore.errors import InvalidRecordTypeError, RecordDecodeError
+from stanpkg.stores.filestore.framing import (
+    CrcFunc,
+    RecordScan,
+    check_version,
+    crc32_func,
+    encode_record,
+    write_all,
+)
+from stanpkg.stores.filestore.truncation import truncate_or_raise
+
+__all__ = [
+    "SUBS_FILE",
+    "SUB_ACK",
+    "SUB_DELETE",
+    "SUB_NEW",
+    "SUB_SENT",
+    "SUB_UPDATE",
+    "SubsFileWriter",
+    "SubsReplay",
+    "SubscriptionRecord",
+    "compact_subs_file",
+    "replay_subs",
+]
+
+SUBS_FILE = "subs.dat"
+SUB_NEW, SUB_UPDATE, SUB_DELETE, SUB_ACK, SUB_SENT = 1, 2, 3, 4, 5
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """A subscription as recovered from subs.dat: final SubState + pending sequences.
+
+    ``last_sent`` already includes every sequence recorded as sent (type-5 records).
+    """
+
+    id: int
+    client_id: str
+    queue_group: str  # "<durable>:<group>" for durable queue groups
+    inbox: str
+    ack_inbox: str
+    max_in_flight: int
+    ack_wait_seconds: int
+    durable_name: str
+    last_sent: int
+    is_durable: bool
+    is_closed: bool
+    pending: frozenset[int]
+
+    @property
+    def is_queue_member(self) -> bool:
+        return bool(self.queue_group)
+
+    @property
+    def is_durable_queue_shadow(self) -> bool:
+        """The record kept for a durable queue group that has no member left."""
+        return self.is_durable and bool(self.queue_group) and not self.client_id
+
+    @classmethod
+    def from_proto(cls, state: spb.SubState, pending: Iterable[int] = ()) -> SubscriptionRecord:
+        return cls(
+            id=state.ID,
+            client_id=state.clientID,
+            queue_group=state.qGroup,
+            inbox=state.inbox,
+            ack_inbox=state.ackInbox,
+            max_in_flight=state.maxInFlight,
+            ack_wait_seconds=state.ackWaitInSecs,
+            durable_name=state.durableName,
+            last_sent=state.lastSent,
+            is_durable=state.isDurable,
+            is_closed=state.isClosed,
+            pending=frozenset(pending),
+        )
+
+    def to_proto(self) -> spb.SubState:
+        return spb.SubState(
+            ID=self.id,
+            clientID=self.client_id,
+            qGroup=self.queue_group,
+            inbox=self.inbox,
+            ackInbox=self.ack_inbox,
+            maxInFlight=self.max_in_flight,
+            ackWaitInSecs=self.ack_wait_seconds,
+            durableName=self.durable_name,
+            lastSent=self.last_sent,
+            isDurable=self.is_durable,
+            isClosed=self.is_closed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SubsReplay:
+    """Replayed subscriptions (by ID, file order) + the bookkeeping of §5.3."""
+
+    subs: dict[int, SubscriptionRecord]
+    max_sub_id: int
+    num_recs: int
+    del_recs: int
+    records_size: int
+    end: int
+    zero_tail_at: int | None
+    truncated_at: int | None
+
+
+def replay_subs(
+    path: str, *, crc: CrcFunc | None = None, truncate_bad_eof: bool = False
+) -> SubsReplay:
+    """Replay the records in file order (§5.2)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check_version(data, path)
+    states: dict[int, spb.SubState] = {}
+    pending: dict[int, set[int]] = {}
+    max_id = num_recs = del_recs = 0
+    update = spb.SubStateUpdate()
+    scan = RecordScan(data, path, typed=True, crc=crc)
+    with truncate_or_raise(path, truncate_bad_eof) as truncation:
+        for offset, rec_type, start, size in scan:
+            payload = data[start : start + size]
+            try:
+                if rec_type in (SUB_SENT, SUB_ACK):
+                    update.ParseFromString(payload)
+                    seqs = pending.get(update.ID)
+                    if seqs is None:
+                        continue  # unknown IDs ignored (and not counted)
+                    if rec_type == SUB_SENT:
+                        seqs.add(update.seqno)
+                        state = states[update.ID]
+                        if update.seqno > state.lastSent:
+                            state.lastSent = update.seqno
+                        num_recs += 1
+                    else:
+                        seqs.discard(update.seqno)
+                        del_recs += 1
+                elif rec_type in (SUB_NEW, SUB_UPDATE):
+                    state = spb.SubState.FromString(payload)
+                    existed = state.ID in states
+                    states[state.ID] = state
+                    if rec_type == SUB_NEW or not existed:
+                        pending[state.ID] = set()  # a new record starts with no pending
+                    if rec_type == SUB_UPDATE and existed:
+                        del_recs += 1
+                    if rec_type == SUB_NEW or existed:
+                        num_recs += 1
+                    max_id = max(max_id, state.ID)
+                elif rec_type == SUB_DELETE:
+                    sub_id = spb.SubStateDelete.FromString(payload).ID
+                    if sub_id in states:
+                        del states[sub_id]
+                        del_recs += 1 + len(pending.pop(sub_id))
+                    max_id = max(max_id, sub_id)
+                else:
+                    raise InvalidRecordTypeError(
+                        f"unexpected record type: {rec_type}", path=path, offset=offset
+                    )
+            except DecodeError as exc:
+                raise RecordDecodeError(
+                    f"invalid subscription record: {exc}", path=path, offset=offset
+                ) from None
+    subs = {sid: SubscriptionRecord.from_proto(st, pending[sid]) for sid, st in states.items()}
+    return SubsReplay(
+        subs=subs,
+        max_sub_id=max_id,
+        num_recs=num_recs,
+        del_recs=del_recs,
+        records_size=scan.end - 4,
+        end=scan.end,
+        zero_tail_at=scan.zero_tail_at,
+        truncated_at=truncation.offset,
+    )
+
+
+class SubsFileWriter(RecordAppender):
+    """Appends subscription records through a buffer; call ``flush``/``sync`` when the
+    server flushes (acks are not flushed on their own)."""
+
+    def new(self, state: spb.SubState | SubscriptionRecord) -> int:
+        return self.append(_state_bytes(state), SUB_NEW)
+
+    def update(self, state: spb.SubState | SubscriptionRecord) -> int:
+        return self.append(_state_bytes(state), SUB_UPDATE)
+
+    def delete(self, sub_id: int) -> int:
+        return self.append(spb.SubStateDelete(ID=sub_id).SerializeToString(), SUB_DELETE)
+
+    def sent(self, sub_id: int, seq: int) -> int:
+        return self.append(spb.SubStateUpdate(ID=sub_id, seqno=seq).SerializeToString(), SUB_SENT)
+
+    def acked(self, sub_id: int, seq: int) -> int:
+        return self.append(spb.SubStateUpdate(ID=sub_id, seqno=seq).SerializeToString(), SUB_ACK)
+
+
+def _state_bytes(state: spb.SubState | SubscriptionRecord) -> bytes:
+    proto = state.to_proto() if isinstance(state, SubscriptionRecord) else state
+    return proto.SerializeToString()
+
+
+def compact_subs_file(
+    root: str,
+    channel: str,
+    subs: Iterable[SubscriptionRecord],
+    *,
+    crc: CrcFunc | None = None,
+) -> int:
+    """Rewrite ``<root>/<channel>/subs.dat`` from the live subscriptions (§5.3).
+
+    Temp file ``<root>/subs<digits>``: one type-1 record per subscription followed by one
+    type-5 record per pending sequence; flushed, fsync'ed, renamed. Returns the new size.
+    """
+    crc = crc or crc32_func()
+    fd, tmp = create_temp_file(root, "subs")
+    try:
+        out = bytearray()
+        for sub in subs:
+            out += encode_record(_state_bytes(sub), crc, SUB_NEW)
+            for seq in sorted(sub.pending):
+                update = spb.SubStateUpdate(ID=sub.id, seqno=seq).SerializeToString()
+                out += encode_record(update, crc, SUB_SENT)
+        write_all(fd, out)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, os.path.join(root, channel, SUBS_FILE))
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return len(out)
