@@ -12,6 +12,7 @@ from stanpkg.plan.diagnostics import Diagnostic, Severity
 from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
+from stanpkg.plan.options import BY_PATH
 from stanpkg.plan.usage import usage_text
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -24,6 +25,7 @@ Commands:
     validate [flags] [FILE]        Check a configuration; FILE is shorthand for -sc FILE
              --strict              Treat warnings as errors
              --format text|json    Output format (default: text)
+             --explain             Also print every configured value and where it was set
     plan [flags] [FILE]            Print the resolved plan as JSON (secrets redacted)
     limits [flags] [FILE]          Print the store limits block the server would print
     bench [bench flags]            Load generator (like stan-bench)
@@ -70,6 +72,29 @@ def _summary(plan: Plan) -> str:
     )
 
 
+def explain(plan: Plan) -> list[str]:
+    """Every value that does not come from the defaults, with where it was set."""
+    lines = ["---------- Configured values ----------"]
+    for path, source in sorted(plan.provenance.items()):
+        opt = BY_PATH.get(path)
+        shown = "<redacted>" if opt is not None and opt.secret else _lookup(plan, path)
+        if path.startswith("store_limits.channels["):
+            name, _, limit = path.removeprefix('store_limits.channels["').partition('"].')
+            resolved = {c.name: c.limits for c in plan.store_limits.channels}[name]
+            shown = json.dumps(getattr(resolved, limit))
+        lines.append(f"{path} = {shown}  ({source})")
+    return lines
+
+
+def _lookup(plan: Plan, path: str) -> object:
+    node: object = plan_to_dict(plan)
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return "?"
+        node = node[part]
+    return json.dumps(node)
+
+
 def _usage_error(message: str) -> int:
     print(f"stanpkg: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -79,6 +104,7 @@ def cmd_validate(argv: list[str]) -> int:
     fmt, argv = _take_option(argv, "format", takes_value=True)
     strict_flag, argv = _take_option(argv, "strict", takes_value=False)
     strict = strict_flag not in (None, "false", "0")
+    explain_flag, argv = _take_option(argv, "explain", takes_value=False)
     if fmt not in (None, "text", "json"):
         return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
     result = compile_args(argv, positional_config=True)
@@ -109,6 +135,9 @@ def cmd_validate(argv: list[str]) -> int:
         return EXIT_INVALID
     for line in render_store_limits(result.plan.store_limits):
         print(line)
+    if explain_flag not in (None, "false", "0"):
+        for line in explain(result.plan):
+            print(line)
     suffix = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
     print(_summary(result.plan) + suffix)
     return EXIT_OK

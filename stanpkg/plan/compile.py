@@ -19,7 +19,7 @@ from typing import Any
 from stanpkg.conf import ConfError, Node, Position, parse_file
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.plan.collect import Collected, collect_nats, collect_streaming, render_passthrough
-from stanpkg.plan.context import Context, Path
+from stanpkg.plan.context import Context, Path, dotted, option_for
 from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
 from stanpkg.plan.flags import ParsedFlags, UsageError, parse_flags
 from stanpkg.plan.gotime import DurationError, parse_duration
@@ -115,8 +115,8 @@ def compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         ctx.sources[path] = Source("file", str(collected.positions[path]))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _apply_environment(ctx, env)
-    for dotted, flag_value in flags.values.items():
-        ctx.set(tuple(dotted.split(".")), flag_value.value, Source("flag", flag_value.flag))
+    for option_path, flag_value in flags.values.items():
+        ctx.set(tuple(option_path.split(".")), flag_value.value, Source("flag", flag_value.flag))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _convert_durations(ctx)
     if ("cluster",) in ctx.positions and not ctx.is_set(("cluster", "clustered")):
@@ -153,9 +153,9 @@ def _streaming_block(tree: Node) -> Node | None:
 def _request_encryption(ctx: Context, key_source: Source | None) -> None:
     """A key given in the file or by flag turns encryption on; the environment alone
     does not (it only supplies the key)."""
-    if key_source is not None and key_source.kind in ("file", "flag"):
-        if not ctx.is_set(("encrypt",)):
-            ctx.set(("encrypt",), True, key_source)
+    requested = key_source is not None and key_source.kind in ("file", "flag")
+    if requested and key_source is not None and not ctx.is_set(("encrypt",)):
+        ctx.set(("encrypt",), True, key_source)
 
 
 def _apply_environment(ctx: Context, env: Mapping[str, str]) -> None:
@@ -290,6 +290,8 @@ def build_plan(ctx: Context, streaming_file: str, nats_file: str, passthrough: s
         tls=_section(ctx, TlsOptions, "tls"),
         nats_server=nats,
         config_file=streaming_file,
-        provenance=MappingProxyType({".".join(p): s for p, s in ctx.sources.items()}),
+        provenance=MappingProxyType(
+            {dotted(p): s for p, s in ctx.sources.items() if option_for(p) is not None}
+        ),
     )
     return plan

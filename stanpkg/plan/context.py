@@ -12,6 +12,14 @@ from stanpkg.plan.options import BY_PATH, Option
 Path = tuple[str, ...]
 
 
+def dotted(path: Path) -> str:
+    """A path as text; channel names (which contain dots) are quoted."""
+    if len(path) >= 3 and path[:2] == ("store_limits", "channels"):
+        rest = "".join(f".{p}" for p in path[3:])
+        return f'store_limits.channels["{path[2]}"]{rest}'
+    return ".".join(path)
+
+
 def option_for(path: Path) -> Option | None:
     """The table entry behind a normalised path (per-channel limits map to store_limits)."""
     if len(path) == 4 and path[:2] == ("store_limits", "channels"):

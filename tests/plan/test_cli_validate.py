@@ -15,8 +15,14 @@ GOOD = 'streaming { cluster_id: "c1", store_limits { max_msgs: 5, channels { "a.
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stanpkg.cli", *args], cwd=cwd, text=True,
-                          capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "stanpkg.cli", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.fixture
@@ -43,9 +49,13 @@ def test_invalid_exit_1_with_all_errors(tmp_path: Path, capsys: pytest.CaptureFi
     assert err[-1] == "invalid: 2 errors"
 
 
-@pytest.mark.parametrize("args", [["-x"], ["-mm", "abc"], ["-SD", "true", "f.conf"],
-                                  ["--format", "yaml"], ["a.conf", "b.conf"]])
-def test_usage_errors_exit_2_on_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["-x"], ["-mm", "abc"], ["-SD", "true", "f.conf"], ["--format", "yaml"], ["a.conf", "b.conf"]],
+)
+def test_usage_errors_exit_2_on_one_line(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["validate", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("stanpkg: ")
@@ -68,8 +78,14 @@ def test_json_output(tmp_path: Path, conf: Path, capsys: pytest.CaptureFixture[s
     assert main(["validate", "--format=json", "-sc", str(bad)]) == 1
     doc = json.loads(capsys.readouterr().out)
     (diag,) = doc["diagnostics"]
-    assert diag == {"severity": "error", "code": "range", "file": str(bad), "line": 1,
-                    "column": 38, "message": "max messages limit cannot be negative (-3)"}
+    assert diag == {
+        "severity": "error",
+        "code": "range",
+        "file": str(bad),
+        "line": 1,
+        "column": 38,
+        "message": "max messages limit cannot be negative (-3)",
+    }
 
 
 def test_plan_command_prints_json(conf: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,3 +105,14 @@ def test_as_a_process_never_tracebacks(tmp_path: Path) -> None:
     proc = run(["validate", "x.conf"], tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("x.conf:1:")
+
+
+def test_explain_lists_configured_values_with_sources(
+    conf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "--explain", str(conf), "-mm", "9", "--encryption_key", "s3"]) == 0
+    out = capsys.readouterr().out
+    assert "store_limits.max_msgs = 9  (flag -mm)" in out
+    assert f'cluster_id = "c1"  (file {conf}:1:25)' in out
+    assert "encryption_key = <redacted>  (flag --encryption_key)" in out
+    assert "s3" not in out

@@ -16,8 +16,13 @@ from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.model import Mode, StoreType
 
 
-def compile_text(tmp_path: Path, text: str, *args: str, env: dict[str, str] | None = None,
-                 name: str = "stan.conf") -> Compilation:
+def compile_text(
+    tmp_path: Path,
+    text: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    name: str = "stan.conf",
+) -> Compilation:
     conf = tmp_path / name
     conf.write_text(text, encoding="utf-8")
     return compile_args(["-sc", str(conf), *args], env=env or {})
@@ -40,8 +45,13 @@ def test_defaults_without_any_file() -> None:
 
 
 def test_flags_override_file_and_record_provenance(tmp_path: Path) -> None:
-    result = compile_text(tmp_path, "streaming { store_limits { max_msgs: 10, max_subs: 3 } }",
-                          "-mm", "50", "--max_age=1h")
+    result = compile_text(
+        tmp_path,
+        "streaming { store_limits { max_msgs: 10, max_subs: 3 } }",
+        "-mm",
+        "50",
+        "--max_age=1h",
+    )
     plan = result.plan
     assert plan is not None
     assert plan.store_limits.defaults.max_msgs == 50
@@ -107,15 +117,20 @@ def test_top_level_nats_keys_with_streaming_keys(tmp_path: Path) -> None:
     plan = result.plan
     assert plan is not None and not result.diagnostics
     assert (plan.cluster_id, plan.nats_server.port, plan.nats_server.http_port) == (
-        "top", 4555, 8555)
+        "top",
+        4555,
+        8555,
+    )
 
 
 def test_unknown_keys_warn_with_suggestion_and_stay_valid(tmp_path: Path) -> None:
     result = compile_text(tmp_path, "streaming {\n  store_limits { max_msg: 5 }\n}\n")
     assert result.plan is not None
     (warning,) = messages(result, Severity.WARNING)
-    assert warning.endswith('stan.conf:2:18: warning: unknown option "max_msg" in store_limits '
-                            '(did you mean "max_msgs"?); ignored')
+    assert warning.endswith(
+        'stan.conf:2:18: warning: unknown option "max_msg" in store_limits '
+        '(did you mean "max_msgs"?); ignored'
+    )
 
 
 def test_alias_set_twice_warns(tmp_path: Path) -> None:
@@ -138,8 +153,10 @@ def test_every_error_is_reported_not_just_the_first(tmp_path: Path) -> None:
 
 
 def test_slices_larger_than_limits_warn(tmp_path: Path) -> None:
-    text = 'streaming { store: file, dir: d, store_limits { max_msgs: 10 }, ' \
-           'file_options { slice_max_msgs: 100 } }'
+    text = (
+        "streaming { store: file, dir: d, store_limits { max_msgs: 10 }, "
+        "file_options { slice_max_msgs: 100 } }"
+    )
     result = compile_text(tmp_path, text)
     assert result.plan is not None
     assert any("slice will never fill up" in m for m in messages(result, Severity.WARNING))
@@ -156,8 +173,10 @@ def test_referenced_files_must_exist(tmp_path: Path) -> None:
 
 
 def test_plan_dump_redacts_secrets(tmp_path: Path) -> None:
-    text = ('streaming { encryption_key: "topsecret", password: "pw123", '
-            'sql { driver: postgres, source: "password=dbpw" } }')
+    text = (
+        'streaming { encryption_key: "topsecret", password: "pw123", '
+        'sql { driver: postgres, source: "password=dbpw" } }'
+    )
     plan = compile_text(tmp_path, text).plan
     assert plan is not None
     dumped = json.dumps(plan_to_dict(plan))
@@ -178,17 +197,20 @@ def test_missing_config_file_is_a_positioned_error(tmp_path: Path) -> None:
     assert result.plan is None and "nope.conf" in messages(result)[0]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet=st.sampled_from(list("{}[]:=,;\"'#/\\$ \n\tabcmxs_.>*019-KBhk")),
-               max_size=120))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(alphabet=st.sampled_from(list("{}[]:=,;\"'#/\\$ \n\tabcmxs_.>*019-KBhk")), max_size=120)
+)
 def test_compiler_never_raises(tmp_path: Path, text: str) -> None:
     result = compile_text(tmp_path, text)
-    assert result.plan is not None or any(
-        d.severity is Severity.ERROR for d in result.diagnostics)
+    assert result.plan is not None or any(d.severity is Severity.ERROR for d in result.diagnostics)
 
 
-@pytest.mark.parametrize("example", sorted(Path("config_examples").glob("*.conf")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "example", sorted(Path("config_examples").glob("*.conf")), ids=lambda p: p.name
+)
 def test_config_examples_are_valid(example: Path) -> None:
     env = {"NATS_STREAMING_ENCRYPTION_KEY": "example-key"}
     result = compile_args(["-sc", os.fspath(example)], env=env)
