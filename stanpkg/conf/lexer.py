@@ -41,24 +41,28 @@ class T(enum.Enum):
     EOF = "end of input"
 
 
-class Token:
-    __slots__ = ("kind", "offset", "quoted", "raw", "type", "value")
+# A token: (type, value, offset, kind, raw, quoted). ``value`` is the key, variable name
+# or include path, or a SCALAR's typed value; ``kind``, ``raw`` (source text) and
+# ``quoted`` describe SCALARs. Plain tuples: the lexer makes one per token, and speed
+# matters for configurations with 100k channels.
+Token = tuple[T, Any, int, Kind | None, str, bool]
 
-    def __init__(
-        self,
-        type: T,
-        value: Any,
-        offset: int,
-        kind: Kind | None = None,
-        raw: str = "",
-        quoted: bool = False,
-    ) -> None:
-        self.type = type
-        self.value: Any = value  # KEY/VARIABLE/INCLUDE: str; SCALAR: the typed value
-        self.offset = offset
-        self.kind = kind  # SCALAR only
-        self.raw = raw
-        self.quoted = quoted
+# Enum attribute access is slow in Python 3.11; the hot paths use these aliases.
+DOCUMENT_START, KEY, SCALAR, VARIABLE, INCLUDE = (
+    T.DOCUMENT_START,
+    T.KEY,
+    T.SCALAR,
+    T.VARIABLE,
+    T.INCLUDE,
+)
+MAP_START, MAP_END, ARRAY_START, ARRAY_END, EOF = (
+    T.MAP_START,
+    T.MAP_END,
+    T.ARRAY_START,
+    T.ARRAY_END,
+    T.EOF,
+)
+_STRING, _INT, _BOOL = Kind.STRING, Kind.INT, Kind.BOOL
 
 
 class _State(Protocol):
@@ -122,7 +126,7 @@ class Lexer:
     # -- helpers -----------------------------------------------------------------------
 
     def _emit(self, type: T, value: object, offset: int) -> None:
-        self._queue.append(Token(type, value, offset))
+        self._queue.append((type, value, offset, None, "", False))
 
     def _error(self, offset: int, message: str) -> NoReturn:
         raise ConfError(self.src.pos(offset), message)
@@ -148,7 +152,7 @@ class Lexer:
         if self.text.startswith("{", pos):
             # A document wrapped in braces (JSON style): one map, then nothing.
             self._open.append(pos)
-            self._emit(T.DOCUMENT_START, None, pos)
+            self._emit(DOCUMENT_START, None, pos)
             self.pos = pos + 1
             self._stack.append(self._document_end)
             return self._map_key_start
@@ -157,7 +161,7 @@ class Lexer:
     def _top(self) -> _State:
         pos = self.pos = self._skip_trivia()
         if pos >= len(self.text):
-            self._emit(T.EOF, None, pos)
+            self._emit(EOF, None, pos)
             return self._eof
         c = self.text[pos]
         if c in "}]":
@@ -190,11 +194,11 @@ class Lexer:
                 pos,
                 f"unexpected {describe(self.text, pos)} after the '}}' that closes the document",
             )
-        self._emit(T.EOF, None, pos)
+        self._emit(EOF, None, pos)
         return self._eof
 
     def _eof(self) -> _State:
-        self._emit(T.EOF, None, len(self.text))
+        self._emit(EOF, None, len(self.text))
         return self._eof
 
     # -- keys --------------------------------------------------------------------------
@@ -218,7 +222,7 @@ class Lexer:
                 return self._include
         key = m.group(1)
         self._key, self._key_at = key, pos
-        self._queue.append(Token(T.KEY, key, pos))
+        self._queue.append((KEY, key, pos, None, "", False))
         # The separator (':', '=' or white space) is part of the match.
         pos = self.pos = m.end()
         if pos < len(text) and text[pos] not in _END_OF_VALUE and not text.startswith("//", pos):
@@ -240,16 +244,20 @@ class Lexer:
             if m is None:
                 self._error(pos, "unterminated include path")
             path = m.group(1)
-        elif c and c not in "\r\n{}[](,;\\" and c not in _NUMBER_START and not self._at_comment(pos):
+        elif (
+            c and c not in "\r\n{}[](,;\\" and c not in _NUMBER_START and not self._at_comment(pos)
+        ):
             m = _BARE_VALUE.match(text, pos)
             assert m is not None
             path = m.group()
             self._check_no_quote(path, pos)
         else:
-            self._error(pos, f"include needs a file path, got {describe(text, pos)} (quote the path)")
+            self._error(
+                pos, f"include needs a file path, got {describe(text, pos)} (quote the path)"
+            )
         if not path:
             self._error(pos, "empty include path")
-        self._emit(T.INCLUDE, path, self._key_at)
+        self._emit(INCLUDE, path, self._key_at)
         self.pos = m.end()
         return self._stack.pop()
 
@@ -266,7 +274,7 @@ class Lexer:
         pos = self._skip_trivia()
         if pos < len(self.text):
             self._error(pos, f"unexpected {describe(self.text, pos)} after the value")
-        self._emit(T.EOF, None, pos)
+        self._emit(EOF, None, pos)
         return self._eof
 
     def _value(self) -> _State:
@@ -274,12 +282,12 @@ class Lexer:
         c = text[pos]
         if c == "{":
             self._open.append(pos)
-            self._emit(T.MAP_START, None, pos)
+            self._emit(MAP_START, None, pos)
             self.pos = pos + 1
             return self._map_key_start
         if c == "[":
             self._open.append(pos)
-            self._emit(T.ARRAY_START, None, pos)
+            self._emit(ARRAY_START, None, pos)
             self.pos = pos + 1
             return self._array_value
         if c == '"':
@@ -288,14 +296,14 @@ class Lexer:
                 self._error(pos, "unterminated string: this '\"' is never closed")
             body = m.group(1)
             value = self._unescape(body, pos + 1) if "\\" in body else body
-            self._queue.append(Token(T.SCALAR, value, pos, Kind.STRING, m.group(), True))
+            self._queue.append((SCALAR, value, pos, _STRING, m.group(), True))
             self.pos = m.end()
             return self._stack.pop()
         if c == "'":
             m = _SQ_STRING.match(text, pos)
             if m is None:
-                self._error(pos, "unterminated string: this \"'\" is never closed")
-            self._queue.append(Token(T.SCALAR, m.group(1), pos, Kind.STRING, m.group(), True))
+                self._error(pos, 'unterminated string: this "\'" is never closed')
+            self._queue.append((SCALAR, m.group(1), pos, _STRING, m.group(), True))
             self.pos = m.end()
             return self._stack.pop()
         if c == "(":
@@ -303,7 +311,7 @@ class Lexer:
             if end is None:
                 self._error(pos, "unterminated block: no ')' alone on a line closes this '('")
             raw = text[pos : end.end()]
-            self._queue.append(Token(T.SCALAR, text[pos + 1 : end.start() + 1], pos, Kind.STRING, raw, True))
+            self._queue.append((SCALAR, text[pos + 1 : end.start() + 1], pos, _STRING, raw, True))
             self.pos = end.end()
             return self._stack.pop()
         if c in ",;}]" or c in "\r\n":
@@ -317,26 +325,26 @@ class Lexer:
         self._check_no_quote(word, pos)
         if c in _NUMBER_START:
             if len(word) < 19 and word.isdigit() and word.isascii():  # fast path
-                self._queue.append(Token(T.SCALAR, int(word), pos, Kind.INT, word))
+                self._queue.append((SCALAR, int(word), pos, _INT, word, False))
                 return self._stack.pop()
             try:
                 kind, value = scalars.number(word)
             except scalars.ScalarError as e:
                 self._error(pos + e.offset, e.message)
-            self._queue.append(Token(T.SCALAR, value, pos, kind, word))
+            self._queue.append((SCALAR, value, pos, kind, word, False))
         elif "\\" in word:
             # Like Go, unquoted words process escapes, and are then always strings.
-            self._queue.append(Token(T.SCALAR, self._unescape(word, pos), pos, Kind.STRING, word))
+            self._queue.append((SCALAR, self._unescape(word, pos), pos, _STRING, word, False))
         elif c == "$" and not word.startswith("$2a$"):  # "$2a$..." is a bcrypt hash
             if len(word) == 1:
                 self._error(pos, "'$' must be followed by a variable name")
-            self._queue.append(Token(T.VARIABLE, word[1:], pos, None, word))
+            self._queue.append((VARIABLE, word[1:], pos, None, word, False))
         else:
             b = scalars.BOOLS.get(word.lower())
             if b is None:
-                self._queue.append(Token(T.SCALAR, word, pos, Kind.STRING, word))
+                self._queue.append((SCALAR, word, pos, _STRING, word, False))
             else:
-                self._queue.append(Token(T.SCALAR, b, pos, Kind.BOOL, word))
+                self._queue.append((SCALAR, b, pos, _BOOL, word, False))
         return self._stack.pop()
 
     def _check_no_quote(self, word: str, offset: int) -> None:
@@ -360,7 +368,7 @@ class Lexer:
         c = self.text[pos]
         if c == "}":
             self._open.pop()
-            self._emit(T.MAP_END, None, pos)
+            self._emit(MAP_END, None, pos)
             self.pos = pos + 1
             return self._stack.pop()
         if c == "]":
@@ -374,11 +382,13 @@ class Lexer:
         if pos >= len(text):
             self._unterminated()
         c = text[pos]
+        # Calling the next state directly (instead of returning it) saves a trip through
+        # next(); the chain stays short because _value never calls into a container.
         if c in "\r\n,;":
             self.pos = pos + 1
-            return self._map_key_start
+            return self._map_key_start()
         if c == "}" or self._at_comment(pos):
-            return self._map_key_start
+            return self._map_key_start()
         self._error(
             pos,
             f"unexpected {describe(text, pos)} after a value: map entries are separated by "
@@ -394,7 +404,7 @@ class Lexer:
         c = self.text[pos]
         if c == "]":
             self._open.pop()
-            self._emit(T.ARRAY_END, None, pos)
+            self._emit(ARRAY_END, None, pos)
             self.pos = pos + 1
             return self._stack.pop()
         if c == "}":

@@ -48,12 +48,10 @@ class Node:
     pos: Position = field(compare=False)
     quoted: bool = field(default=False, compare=False)  # "..." / '...' / ( ) strings
     raw: str = field(default="", compare=False)  # source text of a scalar, e.g. "10KB"
-    # MAP only: entries that a later definition of the same key replaced, in source order.
+    # MAP only: entries that a later definition of the same key replaced.
     shadowed: tuple[MapEntry, ...] = field(default=(), compare=False, repr=False)
-    _index: dict[str, MapEntry] | None = field(
-        default=None, init=False, compare=False, repr=False
-    )
-    _folded: dict[str, MapEntry] | None = field(
+    # MAP only: lookup tables for get() (exact, casefolded), built on first use.
+    _lookup: tuple[dict[str, MapEntry], dict[str, MapEntry]] | None = field(
         default=None, init=False, compare=False, repr=False
     )
 
@@ -73,7 +71,8 @@ class Node:
 
     @property
     def duplicates(self) -> tuple[MapEntry, ...]:
-        """MAP only: the earlier definitions of keys that were defined again."""
+        """MAP only: the earlier definitions of keys that were defined again (also those
+        inside included files), so that a later layer can warn about them."""
         return self.shadowed
 
     def get(self, key: str, *, casefold: bool = False) -> MapEntry | None:
@@ -82,15 +81,11 @@ class Node:
         With ``casefold=True`` keys are compared case-insensitively (``str.casefold``);
         if several keys differ only in case, the one defined last wins.
         """
-        entries = self.entries
+        lookup = self._lookup
+        if lookup is None:
+            entries = self.entries
+            lookup = ({e.key: e for e in entries}, {e.key.casefold(): e for e in entries})
+            object.__setattr__(self, "_lookup", lookup)
         if casefold:
-            folded = self._folded
-            if folded is None:
-                folded = {e.key.casefold(): e for e in entries}
-                object.__setattr__(self, "_folded", folded)
-            return folded.get(key.casefold())
-        index = self._index
-        if index is None:
-            index = {e.key: e for e in entries}
-            object.__setattr__(self, "_index", index)
-        return index.get(key)
+            return lookup[1].get(key.casefold())
+        return lookup[0].get(key)

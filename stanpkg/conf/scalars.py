@@ -82,7 +82,9 @@ def number(tok: str) -> tuple[Kind, object]:
         )
     if first == "-":
         if sign or len(digits) != 4:
-            raise ScalarError(head, f"'{tok}' is not a number, and dates must be written YYYY-MM-DDTHH:MM:SSZ")
+            raise ScalarError(
+                head, f"'{tok}' is not a number, and dates must be written YYYY-MM-DDTHH:MM:SSZ"
+            )
         return Kind.DATETIME, _datetime(tok)
     size = _SIZE.fullmatch(rest)
     if size is not None:
@@ -132,7 +134,10 @@ def unescape(text: str) -> str:
         if c == "x":
             hx = _HEX2.match(text, m.end())
             if hx is None:
-                raise ScalarError(start, f"expected two hexadecimal digits after '\\x' in {text[start:start + 4]!r}")
+                raise ScalarError(
+                    start,
+                    f"expected two hexadecimal digits after '\\x' in {text[start : start + 4]!r}",
+                )
             if not pending:
                 pending_at = start
             pending.append(int(hx.group(), 16))

@@ -50,21 +50,27 @@ class Source:
 
 
 def read_text(path: str, at: Position | None, what: str) -> str:
-    """The UTF-8 text of ``path``; failures are positioned at ``at`` (or ``path:0:0``)."""
+    """The UTF-8 text of ``path``; failures are positioned at ``at`` (or ``path:0:0``).
+
+    ``what`` names the file in messages, e.g. ``include file 'x.conf'``.
+    """
     where = at if at is not None else Position(path, 0, 0)
     try:
+        # Only regular files: reading a FIFO or a device could block or never end.
         if not os.path.isfile(path):
             if os.path.exists(path):
-                raise ConfError(where, f"{what} '{path}' is not a regular file")
-            raise ConfError(where, f"{what} '{path}' not found")
+                raise ConfError(where, f"{what} is not a regular file")
+            raise ConfError(where, f"{what} not found")
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise ConfError(where, f"cannot read {what} '{path}': {e.strerror or e}") from None
+        raise ConfError(where, f"cannot read {what}: {e.strerror or e}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfError(_byte_position(path, data, e.start), f"invalid UTF-8 byte 0x{data[e.start]:02x}") from None
+        raise ConfError(
+            _byte_position(path, data, e.start), f"invalid UTF-8 byte 0x{data[e.start]:02x}"
+        ) from None
 
 
 def _byte_position(path: str, data: bytes, offset: int) -> Position:
