@@ -8,7 +8,7 @@ silently accepts).
 
 from stanpkg.conf.errors import ConfError, Position
 from stanpkg.conf.nodes import Kind, MapEntry, Node
-from stanpkg.conf.parser import parse_file, parse_string, parse_value
+from stanpkg.conf.parser import gc_paused, parse_file, parse_string, parse_value
 from stanpkg.conf.render import render
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "MapEntry",
     "Node",
     "Position",
+    "gc_paused",
     "parse_file",
     "parse_string",
     "parse_value",

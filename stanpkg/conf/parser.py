@@ -229,7 +229,7 @@ class Parser:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while parsing.
 
     A parse allocates hundreds of thousands of objects in acyclic trees: the collections
@@ -260,7 +260,7 @@ def parse_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = Non
     text = read_text(name, None, f"configuration file '{name}'")
     includes = ((os.path.realpath(name), name),)
     parser = Parser(Source(text, name), _environ(env), os.path.dirname(name), includes)
-    with _gc_paused():
+    with gc_paused():
         return parser.parse_document()
 
 
@@ -277,7 +277,7 @@ def parse_string(
     """
     base = "" if base_dir is None else os.fspath(base_dir)
     parser = Parser(Source(text, filename), _environ(env), base)
-    with _gc_paused():
+    with gc_paused():
         return parser.parse_document()
 
 
@@ -286,5 +286,5 @@ def parse_value(
 ) -> Node:
     """Parse one value, as if written ``v = <text>`` (e.g. a command-line size)."""
     parser = Parser(Source(text, filename), _environ(env), "")
-    with _gc_paused():
+    with gc_paused():
         return parser.parse_value()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
-from stanpkg.conf import ConfError, Node, Position, parse_file
+from stanpkg.conf import ConfError, Node, Position, gc_paused, parse_file
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.plan.collect import Collected, collect_nats, collect_streaming, render_passthrough
 from stanpkg.plan.context import Context, Path, dotted, option_for
@@ -75,6 +75,11 @@ def compile_args(
 
 
 def compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
+    with gc_paused():
+        return _compile_flags(flags, env)
+
+
+def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
     collected = Collected()
     trees: dict[str, Node] = {}
     for file in dict.fromkeys(p for p in (flags.stan_config, flags.config) if p):
@@ -166,16 +171,22 @@ def _apply_environment(ctx: Context, env: Mapping[str, str]) -> None:
             ctx.set(path, value, Source("env", opt.env))
 
 
+_PER_CHANNEL_DURATIONS = frozenset(
+    o.name for o in OPTIONS if o.per_channel and o.kind is Kind.DURATION
+)
+
+
 def _duration_paths(ctx: Context) -> list[Path]:
+    """Paths of the duration values that are set (globals and per channel)."""
     paths: list[Path] = [tuple(o.path.split(".")) for o in OPTIONS if o.kind is Kind.DURATION]
     channels = ctx.get(("store_limits", "channels"), {})
     if isinstance(channels, dict):
-        for name in channels:
-            paths += [
-                ("store_limits", "channels", name, o.name)
-                for o in OPTIONS
-                if o.per_channel and o.kind is Kind.DURATION
-            ]
+        for name, limits in channels.items():
+            if isinstance(limits, dict):
+                paths += [
+                    ("store_limits", "channels", name, key)
+                    for key in limits.keys() & _PER_CHANNEL_DURATIONS
+                ]
     return paths
 
 
