@@ -1,0 +1,1 @@
+"""stanpkg.bench: the ``stanpkg bench`` STAN load generator (see cli.py)."""

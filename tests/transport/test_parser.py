@@ -1,0 +1,195 @@
+"""The incremental protocol parser, fed without a socket: every split point, garbage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stanpkg.transport.errors import ProtocolError
+from stanpkg.transport.parser import ProtocolParser, Subscription
+
+
+class RecordingParser(ProtocolParser):
+    def __init__(self) -> None:
+        self.subs: dict[bytes, Subscription] = {}
+        super().__init__(self.subs)
+        self.events: list[tuple[Any, ...]] = []
+        self.errors: list[Exception] = []
+        self.done: list[int] = []
+
+    def add(self, sid: int, status: bool = False) -> Subscription:
+        def handler(subject: str, reply: str, payload: bytes) -> None:
+            self.events.append(("msg", sid, subject, reply, payload))
+
+        def on_status(subject: str, code: int) -> None:
+            self.events.append(("status", sid, subject, code))
+
+        sub = Subscription(sid, f"s{sid}", "", handler, on_status if status else None)
+        self.subs[sub.sid_bytes] = sub
+        return sub
+
+    def _on_info(self, info: dict[str, Any]) -> None:
+        self.events.append(("info", info))
+
+    def _on_ping(self) -> None:
+        self.events.append(("ping",))
+
+    def _on_pong(self) -> None:
+        self.events.append(("pong",))
+
+    def _on_err(self, text: str) -> None:
+        self.events.append(("err", text))
+
+    def _on_handler_error(self, exc: Exception) -> None:
+        self.errors.append(exc)
+
+    def _on_sub_done(self, sub: Subscription) -> None:
+        self.done.append(sub.sid)
+        del self.subs[sub.sid_bytes]
+
+
+def msg(subject: str, sid: int, payload: bytes, reply: str = "") -> bytes:
+    reply_part = f" {reply}" if reply else ""
+    return f"MSG {subject} {sid}{reply_part} {len(payload)}\r\n".encode() + payload + b"\r\n"
+
+
+def hmsg(subject: str, sid: int, header: bytes, payload: bytes, reply: str = "") -> bytes:
+    reply_part = f" {reply}" if reply else ""
+    total = len(header) + len(payload)
+    line = f"HMSG {subject} {sid}{reply_part} {len(header)} {total}\r\n".encode()
+    return line + header + payload + b"\r\n"
+
+
+STREAM = b"".join(
+    [
+        b'INFO {"server_id":"X","max_payload":1048576,"headers":true} \r\n',
+        b"+OK\r\n",
+        b"PING\r\n",
+        msg("foo", 1, b"hello"),
+        msg("foo.bar", 1, b"", reply="_INBOX.abc"),
+        msg("foo", 2, b"line\r\nbreaks\r\nMSG inside\r\n", reply="r"),
+        b"PONG\r\n",
+        hmsg("h", 1, b"NATS/1.0\r\nA: b\r\n\r\n", b"with headers", reply="rr"),
+        hmsg("_INBOX.x.1", 3, b"NATS/1.0 503\r\n\r\n", b""),
+        msg("big", 2, bytes(range(256)) * 40),
+        b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n",
+        msg("unknown", 99, b"dropped"),
+        msg("last", 1, b"end"),
+    ]
+)
+
+EXPECTED: list[tuple[Any, ...]] = [
+    ("info", {"server_id": "X", "max_payload": 1048576, "headers": True}),
+    ("ping",),
+    ("msg", 1, "foo", "", b"hello"),
+    ("msg", 1, "foo.bar", "_INBOX.abc", b""),
+    ("msg", 2, "foo", "r", b"line\r\nbreaks\r\nMSG inside\r\n"),
+    ("pong",),
+    ("msg", 1, "h", "rr", b"with headers"),
+    ("status", 3, "_INBOX.x.1", 503),
+    ("msg", 2, "big", "", bytes(range(256)) * 40),
+    ("err", 'Permissions Violation for Publish to "x"'),
+    ("msg", 1, "last", "", b"end"),
+]
+
+
+def fresh() -> RecordingParser:
+    parser = RecordingParser()
+    for sid in (1, 2):
+        parser.add(sid)
+    parser.add(3, status=True)
+    return parser
+
+
+def test_whole_stream_in_one_read() -> None:
+    parser = fresh()
+    parser.feed(STREAM)
+    assert parser.events == EXPECTED
+    assert parser.in_bytes == len(STREAM)
+
+
+def test_every_split_point() -> None:
+    for cut in range(1, len(STREAM)):
+        parser = fresh()
+        parser.feed(STREAM[:cut])
+        parser.feed(STREAM[cut:])
+        assert parser.events == EXPECTED, cut
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000])
+def test_fixed_size_chunks(size: int) -> None:
+    parser = fresh()
+    for i in range(0, len(STREAM), size):
+        parser.feed(STREAM[i : i + size])
+    assert parser.events == EXPECTED
+
+
+def test_many_messages_across_reads() -> None:
+    parser = fresh()
+    payloads = [bytes([i % 251]) * (i % 300) for i in range(2000)]
+    data = STREAM[: STREAM.index(b"+OK")] + b"".join(msg("m", 1, p) for p in payloads)
+    for i in range(0, len(data), 4093):
+        parser.feed(data[i : i + 4093])
+    got = [event[4] for event in parser.events if event[0] == "msg"]
+    assert got == payloads
+    assert parser.in_msgs == len(payloads)
+
+
+def test_info_must_come_first() -> None:
+    parser = fresh()
+    with pytest.raises(ProtocolError, match="INFO not received"):
+        parser.feed(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+def test_info_prefix_split_is_accepted() -> None:
+    parser = fresh()
+    parser.feed(b"IN")
+    parser.feed(b'FO {"a":1}\r\n')
+    assert parser.events == [("info", {"a": 1})]
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"WHAT IS THIS\r\n",
+        b"MSG foo 1 notanumber\r\nxx\r\n",
+        b"MSG foo 1 2\r\nabcd\r\n",  # payload longer than announced: no CRLF after it
+        b"MSG\r\n",
+        b"INFO {not json\r\n",
+        b"HMSG foo 1 10 5\r\n0123456789\r\n",  # header larger than the total
+    ],
+)
+def test_garbage_raises_protocol_error(garbage: bytes) -> None:
+    parser = fresh()
+    parser.feed(b"INFO {}\r\n")
+    with pytest.raises(ProtocolError):
+        parser.feed(garbage)
+
+
+def test_endless_line_is_garbage() -> None:
+    parser = fresh()
+    parser.feed(b"INFO {}\r\n")
+    with pytest.raises(ProtocolError, match="control line"):
+        for _ in range(100):
+            parser.feed(b"x" * 4096)
+
+
+def test_handler_errors_are_reported_and_parsing_goes_on() -> None:
+    parser = fresh()
+
+    def boom(subject: str, reply: str, payload: bytes) -> None:
+        raise RuntimeError("handler failed")
+
+    parser.subs[b"1"].handler = boom
+    parser.feed(b"INFO {}\r\n" + msg("a", 1, b"x") + msg("b", 2, b"y"))
+    assert [str(e) for e in parser.errors] == ["handler failed"]
+    assert parser.events[-1] == ("msg", 2, "b", "", b"y")
+
+
+def test_max_msgs_reached_calls_done_once() -> None:
+    parser = fresh()
+    parser.subs[b"1"].max_msgs = 2
+    parser.feed(b"INFO {}\r\n" + msg("a", 1, b"1") + msg("a", 1, b"2") + msg("a", 1, b"3"))
+    assert [e[4] for e in parser.events if e[0] == "msg"] == [b"1", b"2"]
+    assert parser.done == [1]
