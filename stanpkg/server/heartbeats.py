@@ -1,0 +1,81 @@
+"""Server → client heartbeats (protocol.md §5).
+
+Each client has one timer. When it fires, a request with an empty payload goes to the
+client's heartbeat inbox; any reply within ``hb_timeout`` is a success. The timer is
+re-armed after the request completes. More than ``hb_fail_count`` consecutive failures
+close the client, serialized behind earlier requests (v0.25 behaviour).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from stanpkg.server.clients import Client
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["Heartbeats"]
+
+
+class Heartbeats:
+    def __init__(self, server: StreamingServer) -> None:
+        self.server = server
+        plan = server.plan
+        self.interval = plan.hb_interval / 1e9
+        self.timeout = plan.hb_timeout / 1e9
+        self.fail_count = plan.hb_fail_count
+
+    def start(self, client: Client, delay: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self.interval if delay is None else delay
+        client.hb_handle = loop.call_later(wait, self._fire, client)
+
+    def stop(self, client: Client) -> None:
+        if client.hb_handle is not None:
+            client.hb_handle.cancel()
+            client.hb_handle = None
+        if client.hb_task is not None:
+            client.hb_task.cancel()
+            client.hb_task = None
+
+    def fire_soon(self, client: Client) -> None:
+        """A PING from a client with failed heartbeats: check it again right away."""
+        if client.hb_handle is not None:
+            client.hb_handle.cancel()
+            self.start(client, 0.001)
+
+    def _fire(self, client: Client) -> None:
+        client.hb_handle = None
+        loop = asyncio.get_running_loop()
+        client.hb_task = loop.create_task(self._probe(client), name=f"stan-hb-{client.id}")
+
+    async def _probe(self, client: Client) -> None:
+        server = self.server
+        try:
+            await server.acks_conn.request(client.hb_inbox, b"", self.timeout)
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            ok = False
+        client.hb_task = None
+        if server.clients.get(client.id) is not client:
+            return  # closed or replaced meanwhile
+        had_failed = client.failed_hbs > 0
+        client.failed_hbs = 0 if ok else client.failed_hbs + 1
+        if client.failed_hbs > self.fail_count:
+            server.log.debug(f"[Client:{client.id}] Timed out on heartbeats")
+
+            async def expire() -> None:
+                await server.ack_barrier()
+                await server.connections.close_client(client.id, client)
+
+            server.control.submit(expire)
+            return
+        has_failed = client.failed_hbs > 0
+        if had_failed != has_failed:
+            for sub in client.subs:
+                sub.hb_failed = has_failed
+        self.start(client)

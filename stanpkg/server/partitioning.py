@@ -1,0 +1,140 @@
+"""Partitioning: each server of a cluster ID serves only its configured channels, and
+servers exchange their channel lists to refuse overlaps (internal-protocol.md §4)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.plan.subjects import SubjectTree
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.server.errors import StartupError
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["Partitions", "decode_channel_list", "encode_channel_lists"]
+
+PREFIX = "_STAN.part"
+REPLY_WAIT = 1.0  # the exchange ends when no reply came for this long
+_PARTITIONING = spb.CtrlMsg.Partitioning
+
+
+def encode_channel_lists(names: Iterable[str], server_id: str, max_payload: int) -> list[bytes]:
+    """CtrlMsgs carrying the names (2-byte little-endian length + bytes each), split so
+    that every message fits in ``max_payload``."""
+    header = len(spb.CtrlMsg(MsgType=_PARTITIONING, ServerID=server_id).SerializeToString())
+    budget = max_payload - (header + 9)  # the reference's reservation for the Data field
+    chunks: list[bytearray] = [bytearray()]
+    for name in names:
+        raw = name.encode()
+        entry = struct.pack("<H", len(raw)) + raw
+        if len(entry) > budget:
+            raise StartupError("message payload too small to send channels list")
+        if len(chunks[-1]) + len(entry) > budget:
+            chunks.append(bytearray())
+        chunks[-1] += entry
+    return [
+        spb.CtrlMsg(
+            MsgType=_PARTITIONING, ServerID=server_id, Data=bytes(chunk)
+        ).SerializeToString()
+        for chunk in chunks
+    ]
+
+
+def decode_channel_list(data: bytes) -> Iterator[str]:
+    pos = 0
+    while pos + 2 <= len(data):
+        (size,) = struct.unpack_from("<H", data, pos)
+        pos += 2
+        yield data[pos : pos + size].decode("utf-8", "replace")
+        pos += size
+
+
+class Partitions:
+    def __init__(self, server: StreamingServer, channels: Iterable[str]) -> None:
+        self.server = server
+        self.names = list(channels)
+        self.tree: SubjectTree[str] = SubjectTree()
+        for name in self.names:
+            self.tree.insert(name, name)
+        self.subject = f"{PREFIX}.{server.plan.cluster_id}"
+        self._sid: int | None = None
+
+    def handles(self, channel: str) -> bool:
+        return self.tree.lookup_narrowest(channel) is not None
+
+    def conflict_with(self, names: list[str]) -> str:
+        """The first of ``names`` overlapping ours, or one of ours overlapping them."""
+        for name in names:
+            if self.tree.match_list(name):
+                return name
+        theirs: SubjectTree[str] = SubjectTree()
+        for name in names:
+            theirs.insert(name, name)
+        for name in self.names:
+            if theirs.match_list(name):
+                return name
+        return ""
+
+    def listen(self) -> None:
+        self._sid = self.server.conn.subscribe(self.subject, self._on_request)
+
+    def stop(self) -> None:
+        if self._sid is not None:
+            self.server.conn.unsubscribe(self._sid)
+            self._sid = None
+
+    def _on_request(self, subject: str, reply: str, payload: bytes) -> None:
+        if not payload or not reply:
+            return
+        try:
+            req = spb.CtrlMsg.FromString(payload)
+        except DecodeError:
+            return
+        server = self.server
+        if req.ServerID == server.server_id:
+            return
+        conflict = self.conflict_with(list(decode_channel_list(req.Data)))
+        resp = spb.CtrlMsg(MsgType=_PARTITIONING, ServerID=server.server_id, Data=conflict.encode())
+        server.conn.publish(reply, resp.SerializeToString())
+
+    async def exchange(self) -> None:
+        """Send our list; any server that reports an overlap makes startup fail."""
+        server = self.server
+        conn = server.conn
+        replies: list[bytes] = []
+        got_reply = asyncio.Event()
+
+        def on_reply(_subject: str, _reply: str, payload: bytes) -> None:
+            replies.append(payload)
+            got_reply.set()
+
+        inbox = conn.new_inbox()
+        sid = conn.subscribe(inbox, on_reply)
+        try:
+            for request in encode_channel_lists(self.names, server.server_id, conn.max_payload):
+                conn.publish(self.subject, request, reply=inbox)
+            await conn.flush()
+            while True:
+                got_reply.clear()
+                try:
+                    await asyncio.wait_for(got_reply.wait(), REPLY_WAIT)
+                except TimeoutError:
+                    break
+        finally:
+            conn.unsubscribe(sid)
+        for payload in replies:
+            try:
+                resp = spb.CtrlMsg.FromString(payload)
+            except DecodeError as exc:
+                raise StartupError(f"unable to decode partitioning response: {exc}") from None
+            if resp.Data:
+                name = resp.Data.decode("utf-8", "replace")
+                raise StartupError(
+                    f'channel "{name}" causes conflict with channels on server "{resp.ServerID}"'
+                )

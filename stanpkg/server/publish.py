@@ -1,0 +1,270 @@
+"""Publishing: PubMsg intake, batched storage, delivery and PubAcks (protocol.md §7).
+
+The NATS read loop calls :meth:`PublishPipeline.on_publish` for every PubMsg; it only
+validates and queues. One task drains the queue once per event-loop turn, in batches of
+``io_batch_size``: store every message of the batch (one store call per channel), flush
+the touched message stores, deliver, flush the subscription stores, then send the
+PubAcks — the reference's order, so a subscriber may see a message before its
+publisher sees the ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import TYPE_CHECKING, NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.plan.subjects import is_valid_channel_name
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import errors
+from stanpkg.server.channels import Channel, ChannelError
+from stanpkg.server.wire import encode_pub_ack, is_ctrl_msg
+from stanpkg.stores.base import StoreError
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["PublishPipeline"]
+
+_VALID_NAMES_CACHE = 4096
+_CLIENT_WAIT = 1.0  # partitioning: how long a publish waits for its client's connect
+
+
+# (channel, guid, PubAck reply subject, PubMsg.reply copied into the MsgProto, data):
+# a plain tuple, the cheapest record to build once per message.
+_Pending = tuple[str, str, str, str, bytes]
+
+
+class _Parked(NamedTuple):
+    msg: _Pending
+    client_id: str
+    conn_id: bytes
+
+
+_MsgProto = pb.MsgProto
+_PubMsg = pb.PubMsg
+
+
+class PublishPipeline:
+    def __init__(self, server: StreamingServer) -> None:
+        self.server = server
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self._queue: list[_Pending] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._busy = False
+        self._valid_names: set[str] = set()
+        self._trace = server.log.trace_enabled
+        self._by_id = server.clients.by_id
+        self._by_conn_id = server.clients.by_conn_id
+        self._batch_size = max(1, server.plan.io_batch_size)
+        self._sleep = max(0, server.plan.io_sleep_time) / 1e6
+        # Partitioning: publishes from a client not registered yet, in arrival order.
+        self._parked: deque[_Parked] = deque()
+        self._parked_task: asyncio.Task[None] | None = None
+        # Channel deletions requested by the inactivity timer, done between batches.
+        self._deletions: list[Channel] = []
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="stan-publish")
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until every queued publish was stored, delivered and acknowledged."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (self._queue or self._parked or self._busy) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        for task in (self._task, self._parked_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._parked_task = None
+
+    # -- intake (called from the NATS read loop) --------------------------------------
+
+    def on_publish(self, subject: str, reply: str, payload: bytes) -> None:
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
+        try:
+            pm = _PubMsg.FromString(payload)
+        except DecodeError:
+            if not is_ctrl_msg(payload):
+                self.server.log.error(f"Received invalid client publish message on {subject}")
+                self._reply_error(reply, "", errors.INVALID_PUB_REQ)
+            return
+        guid, channel = pm.guid, pm.subject
+        if not guid or (channel not in self._valid_names and not self._valid_channel(channel)):
+            self.server.log.error(
+                f"Received invalid client publish message (guid={guid!r} subject={channel!r})"
+            )
+            self._reply_error(reply, guid, errors.INVALID_PUB_REQ)
+            return
+        msg = (channel, guid, reply, pm.reply, pm.data)
+        if self._trace:
+            self.server.log.trace(
+                f"[Client:{pm.clientID}] Received message from publisher subj={channel} guid={guid}"
+            )
+        # protocol.md §3.2: by connID when the message carries one, else by client ID.
+        conn_id = pm.connID
+        valid = conn_id in self._by_conn_id if conn_id else pm.clientID in self._by_id
+        if not valid or self._parked:
+            self._invalid_publisher(msg, pm.clientID, conn_id)
+            return
+        self._queue.append(msg)
+        self._wakeup.set()
+
+    def _invalid_publisher(self, msg: _Pending, client_id: str, conn_id: bytes) -> None:
+        if self.server.partitions is not None:
+            self._park(_Parked(msg, client_id, conn_id))
+            return
+        self.server.log.error(f"[Client:{client_id}] Received publish message from unknown client")
+        self._reply_error(msg[2], msg[1], errors.INVALID_PUB_REQ)
+
+    def _valid_channel(self, name: str) -> bool:
+        if name in self._valid_names:
+            return True
+        if not is_valid_channel_name(name, allow_wildcards=False):
+            return False
+        if len(self._valid_names) < _VALID_NAMES_CACHE:
+            self._valid_names.add(name)
+        return True
+
+    def _reply_error(self, reply: str, guid: str, error: str) -> None:
+        if reply:
+            self.server.conn.publish(reply, encode_pub_ack(guid, error))
+
+    # -- partitioning: wait for the client's connect ----------------------------------
+
+    def _park(self, parked: _Parked) -> None:
+        self._parked.append(parked)
+        if self._parked_task is None or self._parked_task.done():
+            self._parked_task = asyncio.get_running_loop().create_task(self._unpark())
+
+    async def _unpark(self) -> None:
+        clients = self.server.clients
+        while self._parked:
+            msg, client_id, conn_id = self._parked[0]
+            valid = clients.is_valid_publisher(client_id, conn_id)
+            if not valid:
+                await clients.wait_registered(client_id, _CLIENT_WAIT)
+                valid = clients.is_valid_publisher(client_id, conn_id)
+            self._parked.popleft()
+            if valid:
+                self._queue.append(msg)
+                self._wakeup.set()
+            else:
+                self._reply_error(msg[2], msg[1], errors.INVALID_PUB_REQ)
+
+    # -- channel deletion (max_inactivity) --------------------------------------------
+
+    def request_deletion(self, channel: Channel) -> None:
+        self._deletions.append(channel)
+        self._wakeup.set()
+
+    # -- the batch loop ---------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            if self._sleep and len(self._queue) < self._batch_size:
+                await asyncio.sleep(self._sleep)
+            self._wakeup.clear()
+            self._busy = True
+            while self._queue:
+                batch = self._queue[: self._batch_size]
+                del self._queue[: self._batch_size]
+                try:
+                    await self._process(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.server.log.error(f"Error processing publish batch: {exc!r}")
+                if self._queue:
+                    # Let acks and requests in between batches: a long turn of the loop
+                    # would delay every subscriber waiting for room in its window.
+                    await asyncio.sleep(0)
+            while self._deletions:
+                try:
+                    await self.server.delete_channel(self._deletions.pop(0))
+                except Exception as exc:
+                    self.server.log.error(f"Error deleting channel: {exc!r}")
+            self._busy = False
+
+    async def _process(self, batch: list[_Pending]) -> None:
+        server = self.server
+        registry = server.channels
+        now = time.time_ns()
+        groups: dict[str, _ChannelBatch] = {}
+        for name, guid, reply, msg_reply, data in batch:
+            group = groups.get(name)
+            if group is None:
+                try:
+                    channel = registry.lookup_or_create(name)
+                except ChannelError as exc:
+                    server.log.error(f"Error processing message for subject {name!r}: {exc}")
+                    self._reply_error(reply, guid, str(exc))
+                    continue
+                group = groups[name] = _ChannelBatch(channel, now)
+            group.seq += 1
+            # A new message object each time: a reused upb message keeps every value
+            # ever assigned to it in its arena (it would leak the payloads).
+            group.records.append(
+                _MsgProto(
+                    sequence=group.seq,
+                    subject=name,
+                    reply=msg_reply,
+                    data=data,
+                    timestamp=group.stamp,
+                ).SerializeToString()
+            )
+            group.acks.append((reply, guid))
+        stored: list[Channel] = []
+        for group in groups.values():
+            channel = group.channel
+            try:
+                channel.msgs.store(group.records, [group.stamp] * len(group.records))
+            except StoreError as exc:
+                group.error = str(exc)
+                server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
+                continue
+            stored.append(channel)
+            registry.arm_age_timer(channel)
+            channel.last_activity = group.stamp
+        for channel in stored:
+            await channel.msgs.flush()
+        delivery = server.delivery
+        for channel in stored:
+            delivery.deliver_channel(channel)
+        for channel in stored:
+            await channel.subs_store.flush()
+        publish = server.conn.publish
+        for group in groups.values():
+            error = group.error
+            for reply, guid in group.acks:
+                if reply:
+                    publish(reply, encode_pub_ack(guid, error))
+
+
+class _ChannelBatch:
+    """The messages of one publish batch for one channel (encoded by ``_process``)."""
+
+    __slots__ = ("acks", "channel", "error", "records", "seq", "stamp")
+
+    def __init__(self, channel: Channel, now: int) -> None:
+        self.channel = channel
+        self.seq = channel.msgs.last_sequence
+        # protocol.md §7.3: never before the channel's previous timestamp. One clock
+        # reading per batch: its messages arrived in the same event-loop turn.
+        self.stamp = max(now, channel.last_ts)
+        channel.last_ts = self.stamp
+        self.records: list[bytes] = []
+        self.acks: list[tuple[str, str]] = []
+        self.error = ""

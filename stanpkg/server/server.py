@@ -1,0 +1,358 @@
+"""The streaming server: wires the NATS connection, the store and the request handlers.
+
+One :class:`StreamingServer` runs in one event loop on one NATS connection. Handlers are
+called synchronously by the connection's read loop; publishes are batched by
+:mod:`publish`, protocol requests serialized by :mod:`serial`, acknowledgements handled
+inline by :mod:`delivery`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.plan.limits import render_store_limits
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import recovery
+from stanpkg.server.channels import Channel, ChannelRegistry
+from stanpkg.server.clients import ClientRegistry
+from stanpkg.server.connect import ConnectionRequests
+from stanpkg.server.delivery import Delivery
+from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
+from stanpkg.server.heartbeats import Heartbeats
+from stanpkg.server.partitioning import Partitions
+from stanpkg.server.publish import PublishPipeline
+from stanpkg.server.serial import SerialExecutor
+from stanpkg.server.subscribe import SubscribeRequests
+from stanpkg.server.subscriptions import Subscription
+from stanpkg.server.unsubscribe import Removals
+from stanpkg.stores.base import ServerInfo, Store, StoreError
+from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.errors import NatsError
+from stanpkg.transport.nuid import Nuid
+
+if TYPE_CHECKING:
+    from stanpkg.plan.model import Plan
+    from stanpkg.server.log import Logger
+
+__all__ = ["StreamingServer", "fresh_server_info"]
+
+PROBE_TIMEOUT = 0.25  # standalone probe for another server with our cluster ID
+RECONNECT_WAIT = 0.25
+RECONNECT_ATTEMPTS = 240  # ≈ 1 min without NATS, then the server gives up (fatal)
+
+
+def fresh_server_info(plan: Plan) -> ServerInfo:
+    cid = plan.cluster_id
+    return ServerInfo(
+        cluster_id=cid,
+        discovery=f"{plan.discover_prefix}.{cid}",
+        publish=f"_STAN.pub.{cid}",
+        subscribe=f"_STAN.sub.{cid}",
+        unsubscribe=f"_STAN.unsub.{cid}",
+        close=f"_STAN.close.{cid}",
+        sub_close=f"_STAN.subclose.{cid}",
+        acks_subs=f"_STAN.ack.{cid}",
+    )
+
+
+class StreamingServer:
+    def __init__(
+        self,
+        plan: Plan,
+        store: Store,
+        log: Logger,
+        *,
+        server_id: str = "",
+        on_fatal: Callable[[str], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.log = log
+        self._nuid = Nuid()
+        self.server_id = server_id or self._nuid.next()
+        self.on_fatal = on_fatal
+        self.info = fresh_server_info(plan)
+        self.clients = ClientRegistry()
+        self.partitions: Partitions | None = None
+        self.control = SerialExecutor(log)
+        self.heartbeats = Heartbeats(self)
+        self.connections = ConnectionRequests(self)
+        self.subscriptions = SubscribeRequests(self)
+        self.removals = Removals(self)
+        self.publisher = PublishPipeline(self)
+        self._sids: list[int] = []
+        self._recovered: list[Subscription] = []
+        self._stopping = False
+        self.ready = False
+        # Set in start(): they need the running loop / the connection.
+        self.loop: asyncio.AbstractEventLoop
+        # Two connections, as the reference: ``conn`` receives publishes and requests and
+        # sends everything; ``acks_conn`` receives acks and the replies to the server's
+        # own requests (heartbeats, duplicate probes), so a backlog of publishes never
+        # delays them. ``ack_barrier`` restores the order between the two.
+        self.conn: NatsConnection
+        self.acks_conn: NatsConnection
+        self.channels: ChannelRegistry
+        self.delivery: Delivery
+
+    @property
+    def ping_subject(self) -> str:
+        return f"{self.info.discovery}.pings"
+
+    def new_inbox(self) -> str:
+        return "_INBOX." + self._nuid.next()
+
+    # -- starting ---------------------------------------------------------------------
+
+    async def start(
+        self,
+        url: str,
+        *,
+        user: str = "",
+        password: str = "",
+        token: str = "",
+        credentials: str = "",
+        nkey_seed_file: str = "",
+        tls: ssl.SSLContext | None = None,
+        tls_required: bool = False,
+        tls_hostname: str = "",
+    ) -> None:
+        """Connect, recover, listen, and log the startup lines from "Recovering the
+        state..." to "Streaming Server is ready". Raises :class:`StartupError`."""
+        self.loop = asyncio.get_running_loop()
+        plan = self.plan
+        if plan.ft_group or plan.cluster.clustered:
+            raise StartupError(f"{plan.mode.value} mode is not supported by this server yet")
+        options: dict[str, Any] = dict(
+            user=user,
+            password=password,
+            token=token,
+            credentials=credentials,
+            nkey_seed_file=nkey_seed_file,
+            tls=tls,
+            tls_required=tls_required,
+            tls_hostname=tls_hostname,
+            max_reconnect=RECONNECT_ATTEMPTS,
+            reconnect_wait=RECONNECT_WAIT,
+            on_disconnected=self._on_disconnected,
+            on_reconnected=self._on_reconnected,
+            on_closed=self._on_closed,
+            on_error=lambda exc: self.log.error(f"Asynchronous error: {exc}"),
+        )
+        try:
+            self.conn = await NatsConnection.connect(
+                url, name=f"_NSS-{plan.cluster_id}-general", **options
+            )
+            self.acks_conn = await NatsConnection.connect(
+                url, name=f"_NSS-{plan.cluster_id}-acks", **options
+            )
+        except (NatsError, OSError) as exc:
+            raise StartupError(str(exc) or type(exc).__name__) from exc
+        self.delivery = Delivery(self.loop, self.conn.publish, self.log)
+        self.channels = ChannelRegistry(
+            self.store, self.loop, self.publisher.request_deletion, self._channel_created
+        )
+        if plan.partitioning:
+            names = [channel.name for channel in plan.store_limits.channels]
+            if not names:
+                raise StartupError(NO_CONFIGURED_CHANNEL)
+            self.partitions = Partitions(self, names)
+            self.partitions.listen()
+            await self.partitions.exchange()
+        self._recover()
+        if self.partitions is None and not plan.ft_group:
+            await self._probe_for_twin()
+        self.control.start()
+        self.publisher.start()
+        self._listen()
+        await self.conn.flush()
+        await self.acks_conn.flush()
+        self._log_ready_banner()
+        self.ready = True
+        for client in list(self.clients.by_id.values()):
+            self.heartbeats.start(client)
+        recovery.start_recovered(self, self._recovered)
+        self._recovered = []
+        for channel in list(self.channels.channels.values()):
+            self.channels.arm_age_timer(channel)
+            self.channels.start_inactivity_timer(channel)
+
+    def _recover(self) -> None:
+        log = self.log
+        log.notice("Recovering the state...")
+        try:
+            state = self.store.recover()
+        except StoreError as exc:
+            raise StartupError(f"unable to initialize the store: {exc}") from exc
+        if state is None:
+            log.notice("No recovered state")
+            self.store.init(self.info)
+            return
+        info = state.info
+        if info.cluster_id != self.plan.cluster_id:
+            raise StartupError(
+                f'cluster ID "{self.plan.cluster_id}" does not match recovered value of '
+                f'"{info.cluster_id}"'
+            )
+        if not info.sub_close:
+            info.sub_close = f"_STAN.subclose.{info.cluster_id}"
+            self.store.init(info)
+        self.info = info
+        self._recovered = recovery.rebuild(self, state)
+        log.notice(f"Recovered {len(state.channels)} channel(s)")
+
+    async def _probe_for_twin(self) -> None:
+        """protocol.md §14: refuse to run beside another server with our cluster ID."""
+        cid = self.plan.cluster_id
+        req = pb.ConnectRequest(clientID=cid, heartbeatInbox=self.new_inbox())
+        try:
+            raw = await self.conn.request(
+                self.info.discovery, req.SerializeToString(), PROBE_TIMEOUT
+            )
+        except (NatsError, TimeoutError):
+            return
+        try:
+            resp = pb.ConnectResponse.FromString(raw)
+        except DecodeError as exc:
+            raise StartupError(
+                f"unmarshall error while detecting another server instance: {exc}"
+            ) from exc
+        if resp.closeRequests:
+            close = pb.CloseRequest(clientID=cid).SerializeToString()
+            with contextlib.suppress(NatsError):
+                self.conn.publish(resp.closeRequests, close)
+                await self.conn.flush()
+        raise StartupError(f'discovered another streaming server with cluster ID "{cid}"')
+
+    def _listen(self) -> None:
+        info, conn = self.info, self.conn
+        subscribe = conn.subscribe
+        sids = self._sids
+        sids.append(subscribe(info.discovery, self.connections.on_connect))
+        if self.partitions is not None:
+            for name in self.partitions.names:
+                sids.append(subscribe(f"{info.publish}.{name}", self.publisher.on_publish))
+        else:
+            sids.append(subscribe(f"{info.publish}.>", self.publisher.on_publish))
+        sids.append(subscribe(info.subscribe, self.subscriptions.on_subscribe))
+        sids.append(subscribe(info.unsubscribe, self.removals.on_unsubscribe))
+        sids.append(subscribe(info.sub_close, self.removals.on_sub_close))
+        sids.append(subscribe(info.close, self.connections.on_close))
+        sids.append(subscribe(self.ping_subject, self.connections.on_ping))
+        for sub in self._recovered:
+            self.attach_ack_inbox(sub)
+
+    def attach_ack_inbox(self, sub: Subscription) -> None:
+        sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
+
+    async def ack_barrier(self) -> None:
+        """Process every ack that reached NATS before the request being handled (a round
+        trip on the acks connection: NATS answers it after what it queued before)."""
+        with contextlib.suppress(NatsError, TimeoutError):
+            await self.acks_conn.flush(2.0)
+
+    def _log_ready_banner(self) -> None:
+        log, plan = self.log, self.plan
+        log.notice(f"Message store is {plan.store_label}")
+        if plan.dir:
+            log.notice(f"Store location: {plan.dir}")
+        for line in render_store_limits(plan.store_limits):
+            log.notice(line)
+        log.notice("Streaming Server is ready")
+
+    def _channel_created(self, channel: Channel) -> None:
+        self.log.debug(f'Channel "{channel.name}" has been created')
+
+    # -- channel deletion (max_inactivity) --------------------------------------------
+
+    async def delete_channel(self, channel: Channel) -> None:
+        """Called by the publish pipeline between batches."""
+        registry = self.channels
+        if registry.get(channel.name) is not channel:
+            return
+        if channel.has_active_subs():
+            channel.deleting = False
+            registry.start_inactivity_timer(channel)
+            return
+        for sub in list(channel.all_subscriptions()):
+            sub.removed = True
+            sub.cancel_ack_timer()
+        registry.remove(channel)
+        try:
+            self.store.delete_channel(channel.name)
+        except StoreError as exc:
+            self.log.error(f'Error deleting channel "{channel.name}": {exc}')
+        self.log.notice(f'Channel "{channel.name}" has been deleted')
+
+    # -- connection events ------------------------------------------------------------
+
+    def _on_disconnected(self) -> None:
+        if not self._stopping:
+            self.log.error("connection has been disconnected")
+
+    def _on_reconnected(self) -> None:
+        self.log.notice(f'reconnected to NATS Server at "{self.conn.client_url}"')
+
+    def _on_closed(self, error: Exception | None) -> None:
+        if self._stopping:
+            return
+        reason = f"connection to NATS lost: {error}" if error else "connection to NATS closed"
+        self.fatal(reason)
+
+    def fatal(self, reason: str) -> None:
+        if self.on_fatal is not None:
+            self.on_fatal(reason)
+
+    # -- stopping ---------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Graceful stop: what NATS delivered before is processed and answered, then
+        timers are stopped, the store flushed and closed, the connections closed."""
+        if self._stopping:
+            return
+        self._stopping = True
+        conn = getattr(self, "conn", None)
+        if self.ready and conn is not None and not conn.is_closed:
+            # The round trip brings in everything NATS routed to us before it; the
+            # handlers stay in place until that work is finished.
+            with contextlib.suppress(NatsError, TimeoutError):
+                await conn.flush(1.0)
+            await self.publisher.drain(2.0)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.control.drain(), 2.0)
+        if conn is not None and not conn.is_closed:
+            for sid in self._sids:
+                conn.unsubscribe(sid)
+        self._sids.clear()
+        if self.partitions is not None:
+            self.partitions.stop()
+        await self.connections.close()
+        await self.publisher.close()
+        await self.control.close()
+        for client in list(self.clients.by_id.values()):
+            self.heartbeats.stop(client)
+        if hasattr(self, "channels"):
+            for channel in self.channels.channels.values():
+                channel.cancel_timers()
+                for sub in channel.all_subscriptions():
+                    sub.cancel_ack_timer()
+                with contextlib.suppress(Exception):
+                    await channel.msgs.flush()
+                    await channel.subs_store.flush()
+        try:
+            self.store.close()
+        except StoreError as exc:
+            self.log.error(f"Error closing store: {exc}")
+        for nc in (conn, getattr(self, "acks_conn", None)):
+            if nc is not None and not nc.is_closed:
+                with contextlib.suppress(NatsError, OSError, TimeoutError):
+                    await asyncio.wait_for(nc.flush(), 2.0)
+                with contextlib.suppress(NatsError, OSError):
+                    await nc.close()

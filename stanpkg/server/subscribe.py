@@ -1,0 +1,227 @@
+"""Subscription requests: validation, start positions, and the four kinds of
+subscription (protocol.md §8, §10)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.plan.subjects import is_valid_channel_name
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import errors
+from stanpkg.server.channels import Channel, ChannelError
+from stanpkg.server.clients import Client
+from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
+from stanpkg.stores.base import MessageStore, StoreError, SubRecord
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["SubscribeRequests", "start_last_sent"]
+
+_CLIENT_WAIT = 1.0  # partitioning: the subscribe may overtake its client's connect
+
+
+def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
+    """protocol.md §8.2: the ``lastSent`` a new subscription starts from."""
+    first, last = msgs.first_sequence, msgs.last_sequence
+    position = req.startPosition
+    if position == pb.NewOnly:
+        return last
+    if position == pb.LastReceived:
+        return last - 1 if last > 0 else 0
+    if position == pb.TimeDeltaStart:
+        seq = msgs.sequence_at_or_after(time.time_ns() - req.startTimeDelta)
+        return seq - 1 if seq > 0 else 0
+    if position == pb.SequenceStart:
+        start = req.startSequence
+        if start < first:
+            return first - 1
+        if start > last:
+            return last
+        return start - 1 if start > 0 else 0
+    return first - 1 if first > 0 else 0  # First
+
+
+class SubscribeRequests:
+    def __init__(self, server: StreamingServer) -> None:
+        self.server = server
+
+    def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:
+        self.server.control.submit(lambda: self._subscribe(reply, payload))
+
+    def _reply_error(self, reply: str, error: str) -> None:
+        if reply:
+            payload = pb.SubscriptionResponse(error=error).SerializeToString()
+            self.server.conn.publish(reply, payload)
+
+    def _validate(self, req: pb.SubscriptionRequest) -> str | None:
+        if not req.clientID:
+            return errors.CLIENT_ID_MISSING
+        if req.ackWaitInSecs <= 0:
+            return errors.INVALID_ACK_WAIT
+        if req.maxInFlight <= 0:
+            return errors.INVALID_MAX_INFLIGHT
+        if not pb.NewOnly <= req.startPosition <= pb.First:
+            return errors.INVALID_START
+        if not is_valid_channel_name(req.subject, allow_wildcards=False):
+            return errors.INVALID_SUBJECT
+        return None
+
+    async def _subscribe(self, reply: str, payload: bytes) -> None:
+        server = self.server
+        try:
+            req = pb.SubscriptionRequest.FromString(payload)
+        except DecodeError:
+            server.log.error("Received invalid subscription request")
+            self._reply_error(reply, errors.INVALID_SUB_REQ)
+            return
+        error = self._validate(req)
+        if error is not None:
+            server.log.error(f"[Client:{req.clientID}] Invalid subscription request: {error}")
+            self._reply_error(reply, error)
+            return
+        if server.partitions is not None:
+            if not server.partitions.handles(req.subject):
+                return  # another server of the partition answers
+            if not await server.clients.wait_registered(req.clientID, _CLIENT_WAIT):
+                self._reply_error(reply, errors.INVALID_SUB_REQ)
+                return
+        client = server.clients.get(req.clientID)
+        if client is None:
+            server.log.error(f"[Client:{req.clientID}] Subscription request for unknown client")
+            self._reply_error(reply, errors.UNKNOWN_CLIENT)
+            return
+        try:
+            channel = server.channels.lookup_or_create(req.subject)
+        except ChannelError as exc:
+            self._reply_error(reply, str(exc))
+            return
+        try:
+            sub, resumed = self._create_or_resume(req, client, channel)
+        except (StoreError, _Refused) as exc:
+            server.log.error(f"[Client:{req.clientID}] Subscription refused: {exc}")
+            self._reply_error(reply, str(exc))
+            return
+        self._attach(sub, client, channel)
+        await channel.subs_store.flush()
+        if sub.removed or sub.client is not client:
+            return  # the client went away while the store flushed
+        if reply:
+            resp = pb.SubscriptionResponse(ackInbox=sub.ack_inbox).SerializeToString()
+            server.conn.publish(reply, resp)
+        sub.ready = True
+        kind = "durable " if sub.record.is_durable else ""
+        server.log.debug(
+            f"[Client:{req.clientID}] {'Resumed' if resumed else 'Started new'} {kind}"
+            f"subscription, subject={channel.name}, inbox={sub.inbox}, subid={sub.id}"
+        )
+        server.delivery.resume(sub)
+
+    def _create_or_resume(
+        self, req: pb.SubscriptionRequest, client: Client, channel: Channel
+    ) -> tuple[Subscription, bool]:
+        """The subscription to attach and whether an existing one is resumed."""
+        qgroup, durable = req.qGroup, req.durableName
+        if qgroup:
+            if durable:
+                if ":" in durable:
+                    raise _Refused(errors.INVALID_DURABLE_NAME)
+                qgroup = f"{durable}:{qgroup}"
+            group = channel.groups.get(qgroup)
+            if group is not None and group.shadow is not None:
+                sub = group.shadow
+                group.shadow = None
+                self._refresh(sub, req)
+                group.members.append(sub)
+                return sub, True
+            if group is None:
+                group = QueueGroup(qgroup, durable=bool(durable))
+                last_sent = start_last_sent(channel.msgs, req)
+                sub = self._new(
+                    req, channel, qgroup=qgroup, last_sent=last_sent, is_durable=bool(durable)
+                )
+                group.last_sent = last_sent
+                channel.groups[qgroup] = group
+            else:
+                sub = self._new(req, channel, qgroup=qgroup, last_sent=0, is_durable=bool(durable))
+            sub.join(group)
+            group.members.append(sub)
+            return sub, False
+        if durable:
+            key = durable_key(req.clientID, channel.name, durable)
+            existing = channel.durables.get(key)
+            if existing is not None and existing.client is not None:
+                if not self.server.plan.replace_durable:
+                    raise _Refused(errors.DUPLICATE_DURABLE)
+                self.server.removals.remove(existing, unsubscribe=False)
+            if existing is not None:
+                self._refresh(existing, req)
+                channel.plain.append(existing)
+                return existing, True
+            sub = self._new(
+                req,
+                channel,
+                durable_name=durable,
+                last_sent=start_last_sent(channel.msgs, req),
+                is_durable=True,
+            )
+            channel.durables[key] = sub
+            channel.plain.append(sub)
+            return sub, False
+        sub = self._new(req, channel, last_sent=start_last_sent(channel.msgs, req))
+        channel.plain.append(sub)
+        return sub, False
+
+    def _new(
+        self,
+        req: pb.SubscriptionRequest,
+        channel: Channel,
+        *,
+        last_sent: int,
+        qgroup: str = "",
+        durable_name: str = "",
+        is_durable: bool = False,
+    ) -> Subscription:
+        record = SubRecord(
+            client_id=req.clientID,
+            inbox=req.inbox,
+            ack_inbox=self.server.new_inbox(),
+            max_inflight=req.maxInFlight,
+            ack_wait_secs=req.ackWaitInSecs,
+            qgroup=qgroup,
+            durable_name=durable_name,
+            last_sent=last_sent,
+            is_durable=is_durable,
+        )
+        channel.subs_store.create(record)  # raises StoreError (too many subscriptions)
+        return Subscription(record, channel)
+
+    def _refresh(self, sub: Subscription, req: pb.SubscriptionRequest) -> None:
+        """Resume: new client, inboxes and flow settings; position and pending kept."""
+        record = sub.record
+        record.client_id = req.clientID
+        record.ack_inbox = self.server.new_inbox()
+        record.is_closed = False
+        record.is_durable = True
+        sub.inbox = req.inbox
+        sub.max_inflight = req.maxInFlight
+        sub.ack_wait = float(req.ackWaitInSecs)
+        sub.stalled = False
+        sub.hold_new = bool(sub.pending)
+        sub.channel.subs_store.update(sub.to_record())
+
+    def _attach(self, sub: Subscription, client: Client, channel: Channel) -> None:
+        server = self.server
+        sub.client = client
+        sub.hb_failed = client.failed_hbs > 0
+        client.subs.append(sub)
+        channel.index_sub(sub)
+        server.attach_ack_inbox(sub)
+        server.channels.stop_inactivity_timer(channel)
+
+
+class _Refused(Exception):
+    """A validation failure found while creating the subscription."""

@@ -1,0 +1,150 @@
+"""Unsubscribe, subscription close, and what leaving means for each kind of
+subscription (protocol.md §10, §11.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import errors
+from stanpkg.server.channels import Channel
+from stanpkg.server.clients import Client
+from stanpkg.server.subscriptions import QueueGroup, Subscription
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["Removals"]
+
+
+class Removals:
+    def __init__(self, server: StreamingServer) -> None:
+        self.server = server
+
+    # -- requests ---------------------------------------------------------------------
+
+    def on_unsubscribe(self, subject: str, reply: str, payload: bytes) -> None:
+        self.server.control.submit(lambda: self._request(reply, payload, unsubscribe=True))
+
+    def on_sub_close(self, subject: str, reply: str, payload: bytes) -> None:
+        self.server.control.submit(lambda: self._request(reply, payload, unsubscribe=False))
+
+    def _reply(self, reply: str, error: str | None) -> None:
+        if reply:
+            payload = pb.SubscriptionResponse(error=error).SerializeToString() if error else b""
+            self.server.conn.publish(reply, payload)
+
+    async def _request(self, reply: str, payload: bytes, unsubscribe: bool) -> None:
+        server = self.server
+        action = "unsub" if unsubscribe else "sub close"
+        try:
+            req = pb.UnsubscribeRequest.FromString(payload)
+        except DecodeError:
+            server.log.error(f"Invalid {action} request")
+            self._reply(reply, errors.INVALID_UNSUB_REQ)
+            return
+        if server.partitions is not None and not server.partitions.handles(req.subject):
+            return  # another server of the partition answers
+        await server.ack_barrier()
+        channel = server.channels.get(req.subject)
+        if channel is None:
+            server.log.error(f"[Client:{req.clientID}] {action} request for unknown channel")
+            self._reply(reply, errors.UNKNOWN_CHANNEL)
+            return
+        sub = channel.by_ack_inbox.get(req.inbox) or channel.by_inbox.get(req.inbox)
+        if sub is None:
+            server.log.error(
+                f"[Client:{req.clientID}] {action} request for missing inbox {req.inbox}"
+            )
+            self._reply(reply, errors.INVALID_SUB)
+            return
+        client = server.clients.get(req.clientID)
+        if client is None or sub.client is not client:
+            server.log.error(f"[Client:{req.clientID}] {action} request for missing client")
+            self._reply(reply, errors.UNKNOWN_CLIENT)
+            return
+        self.remove(sub, unsubscribe)
+        await channel.subs_store.flush()
+        server.channels.start_inactivity_timer(channel)
+        self._reply(reply, None)
+
+    async def remove_client_subscriptions(self, client: Client) -> None:
+        """Connection closed or lost: every subscription of the client leaves."""
+        channels: dict[str, Channel] = {}
+        for sub in list(client.subs):
+            channels[sub.channel.name] = sub.channel
+            self.remove(sub, unsubscribe=False)
+        for channel in channels.values():
+            await channel.subs_store.flush()
+            self.server.channels.start_inactivity_timer(channel)
+
+    # -- removal ----------------------------------------------------------------------
+
+    def _detach(self, sub: Subscription) -> None:
+        """Stop deliveries and acks: common to every kind of departure."""
+        server = self.server
+        sub.ready = False
+        sub.cancel_ack_timer()
+        if sub.ack_sid is not None:
+            server.acks_conn.unsubscribe(sub.ack_sid)
+            sub.ack_sid = None
+        sub.channel.unindex_sub(sub)
+        client = sub.client
+        if client is not None:
+            if sub in client.subs:
+                client.subs.remove(sub)
+            sub.client = None
+        sub.hb_failed = False
+        sub.stalled = False
+
+    def remove(self, sub: Subscription, unsubscribe: bool) -> None:
+        """Unsubscribe (``unsubscribe=True``) or close per the subscription's kind."""
+        channel = sub.channel
+        store = channel.subs_store
+        self._detach(sub)
+        group = sub.group
+        if group is not None:
+            self._leave_group(channel, group, sub, unsubscribe)
+            return
+        if sub in channel.plain:
+            channel.plain.remove(sub)
+        if sub.is_durable and not unsubscribe:
+            # Offline durable: kept with its pending messages and its client ID.
+            sub.record.is_closed = True
+            store.update(sub.to_record())
+            return
+        if sub.is_durable:
+            channel.durables.pop(sub.durable_key(), None)
+        sub.removed = True
+        store.delete(sub.id)
+
+    def _leave_group(
+        self, channel: Channel, group: QueueGroup, sub: Subscription, unsubscribe: bool
+    ) -> None:
+        store = channel.subs_store
+        if sub in group.members:
+            group.members.remove(sub)
+        if group.members:
+            moved = set(sub.pending)
+            held_last = sub.last_sent == group.last_sent
+            self.server.delivery.transfer_pending(sub, group)
+            sub.removed = True
+            store.delete(sub.id)
+            if held_last and group.last_sent not in moved:
+                heir = group.members[0]
+                heir.last_sent = group.last_sent
+                store.update(heir.to_record())
+            return
+        if group.durable and not unsubscribe:
+            # The group survives as a shadow: position and pending messages kept.
+            sub.record.client_id = ""
+            sub.last_sent = group.last_sent
+            store.update(sub.to_record())
+            group.shadow = sub
+            return
+        sub.removed = True
+        store.delete(sub.id)
+        if channel.groups.get(group.name) is group:
+            del channel.groups[group.name]

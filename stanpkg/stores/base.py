@@ -1,0 +1,360 @@
+"""The store interface: everything the streaming server core asks of a store.
+
+The server core knows nothing else about stores. A store persists (or, for MEMORY, just
+holds) five kinds of state, mirroring the records of the reference FILE store
+(spec/filestore.md): the server information, the clients, one message log per channel,
+one subscription log per channel, and per-subscription "sent"/"acked" sequence updates.
+
+Design rules an implementation can rely on, and must honour:
+
+* Calls come from the event-loop thread only, never concurrently. Everything is
+  synchronous except the two ``flush`` methods, which the server awaits at its flush
+  points (after a publish batch is stored, after the batch's deliveries, after creating
+  or removing subscriptions). A durable store may buffer every write until then and
+  may move an fsync to a thread there; MEMORY returns at once.
+* Messages arrive in batches: :meth:`MessageStore.store` takes every message of one
+  publish batch for that channel, already encoded as the ``pb.MsgProto`` bytes that
+  subscribers receive (``redelivered`` unset), with consecutive sequences starting at
+  ``last_sequence + 1``. The store keeps those bytes and returns them from ``lookup``.
+* Limits come from :class:`~stanpkg.plan.limits.StoreLimits`: the store enforces
+  ``max_channels`` (:meth:`Store.create_channel`), ``max_subs``
+  (:meth:`SubscriptionStore.create`), and ``max_msgs``/``max_bytes`` (oldest messages
+  dropped, never refused) and ``max_age`` (:meth:`MessageStore.expire`, driven by the
+  server's timers) on messages. ``max_inactivity`` is the server's business.
+* Records passed in (:class:`ClientRecord`, :class:`SubRecord`) belong to the server,
+  which keeps mutating them: a store serializes or copies them, never keeps them.
+* :class:`StoreError` texts reach clients verbatim (PubAck / SubscriptionResponse /
+  ConnectResponse errors), so limit errors use the reference's exact wording.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from stanpkg.plan.limits import Limits, StoreLimits
+
+__all__ = [
+    "TOO_MANY_CHANNELS",
+    "TOO_MANY_SUBS",
+    "BaseStore",
+    "BaseSubscriptionStore",
+    "ChannelStore",
+    "ClientRecord",
+    "MessageStore",
+    "RecoveredChannel",
+    "RecoveredState",
+    "RecoveredSubscription",
+    "ServerInfo",
+    "Store",
+    "StoreError",
+    "StoreLog",
+    "SubRecord",
+    "SubscriptionStore",
+]
+
+TOO_MANY_CHANNELS = "too many channels"
+TOO_MANY_SUBS = "too many subscriptions per channel"
+
+
+class StoreError(Exception):
+    """A store failure whose text is sent to the client as the error string."""
+
+
+class StoreLog(Protocol):
+    """The part of the server logger a store may use (reference-worded notices)."""
+
+    def notice(self, text: str) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+    def error(self, text: str) -> None: ...
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    """``spb.ServerInfo``: the subjects fixed at the first start (protocol.md §1.1)."""
+
+    cluster_id: str
+    discovery: str
+    publish: str
+    subscribe: str
+    unsubscribe: str
+    close: str
+    sub_close: str
+    acks_subs: str
+    node_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRecord:
+    """``spb.ClientInfo``: one registered client."""
+
+    id: str
+    hb_inbox: str
+    conn_id: bytes = b""
+    protocol: int = 0
+    ping_interval: int = 0
+    ping_max_out: int = 0
+
+
+@dataclass(slots=True)
+class SubRecord:
+    """``spb.SubState``: one subscription as persisted (internal-protocol.md §1.4).
+
+    ``id`` is assigned by :meth:`SubscriptionStore.create`.
+    """
+
+    client_id: str
+    inbox: str
+    ack_inbox: str
+    max_inflight: int
+    ack_wait_secs: int
+    qgroup: str = ""
+    durable_name: str = ""
+    last_sent: int = 0
+    is_durable: bool = False
+    is_closed: bool = False
+    id: int = 0
+
+    def copy(self) -> SubRecord:
+        return replace(self)
+
+
+@dataclass(slots=True)
+class RecoveredSubscription:
+    record: SubRecord
+    pending: list[int]  # unacknowledged sequences, ascending
+
+
+@dataclass(slots=True)
+class RecoveredChannel:
+    store: ChannelStore
+    subscriptions: list[RecoveredSubscription] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecoveredState:
+    info: ServerInfo
+    clients: list[ClientRecord]
+    channels: list[RecoveredChannel]
+
+
+class MessageStore(ABC):
+    """One channel's message log."""
+
+    limits: Limits
+
+    @property
+    @abstractmethod
+    def first_sequence(self) -> int:
+        """Lowest sequence still stored; ``last + 1`` once everything was removed; 0 if
+        the channel never had a message."""
+
+    @property
+    @abstractmethod
+    def last_sequence(self) -> int:
+        """Highest sequence ever stored (0 if none); survives removal of every message."""
+
+    @property
+    @abstractmethod
+    def last_timestamp(self) -> int:
+        """Timestamp (Unix ns) of the newest message ever stored, 0 if none."""
+
+    @abstractmethod
+    def state(self) -> tuple[int, int]:
+        """(number of stored messages, their total size as the store counts it)."""
+
+    @abstractmethod
+    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        """Append encoded MsgProtos with sequences ``last_sequence + 1 …``, then drop the
+        oldest messages while ``max_msgs``/``max_bytes`` are exceeded (keeping at least
+        the newest). Raises :class:`StoreError` if nothing could be stored."""
+
+    @abstractmethod
+    def lookup(self, sequence: int) -> bytes | None:
+        """The stored MsgProto bytes, or None when not (or no longer) stored."""
+
+    @abstractmethod
+    def sequence_at_or_after(self, timestamp: int) -> int:
+        """First stored sequence whose timestamp is ≥ ``timestamp``; ``last + 1`` if the
+        time is after every stored message; 0 if the channel never had a message."""
+
+    @abstractmethod
+    def expire(self, now: int) -> int:
+        """Remove messages with ``now - timestamp >= max_age`` (oldest first; all may
+        go). Returns the timestamp of the oldest remaining message, 0 if none (or if
+        the channel has no age limit), so the caller can arm its next check."""
+
+    async def flush(self) -> None:
+        """Make everything stored so far durable (no-op for memory)."""
+        return
+
+    def close(self) -> None:
+        """Release resources; the store is not used afterwards."""
+        return
+
+
+class SubscriptionStore(ABC):
+    """One channel's subscription log."""
+
+    @abstractmethod
+    def create(self, record: SubRecord) -> None:
+        """Persist a new subscription and set ``record.id``. Raises
+        ``StoreError(TOO_MANY_SUBS)`` when ``max_subs`` is reached."""
+
+    @abstractmethod
+    def update(self, record: SubRecord) -> None:
+        """Replace the persisted state of ``record.id`` (pending sequences are kept)."""
+
+    @abstractmethod
+    def delete(self, sub_id: int) -> None:
+        """Forget the subscription and its pending sequences."""
+
+    @abstractmethod
+    def record_sent(self, sub_id: int, sequences: Sequence[int]) -> None:
+        """Sequences sent for the first time to the subscription: now pending."""
+
+    @abstractmethod
+    def record_ack(self, sub_id: int, sequence: int) -> None:
+        """A pending sequence was acknowledged (explicitly or implicitly)."""
+
+    async def flush(self) -> None:
+        """Make recorded changes durable (no-op for memory)."""
+        return
+
+    def close(self) -> None:
+        """Release resources; the store is not used afterwards."""
+        return
+
+
+class BaseSubscriptionStore(SubscriptionStore):
+    """ID assignment and the ``max_subs`` limit, shared by implementations.
+
+    IDs are ``largest ID known + 1`` (filestore.md §5.1): a durable store feeds every ID
+    it sees at recovery (including deleted ones) to :meth:`note_id`.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._max_id = 0
+        self._live: set[int] = set()
+
+    def note_id(self, sub_id: int, live: bool) -> None:
+        self._max_id = max(self._max_id, sub_id)
+        if live:
+            self._live.add(sub_id)
+        else:
+            self._live.discard(sub_id)
+
+    def create(self, record: SubRecord) -> None:
+        max_subs = self.limits.max_subs
+        if max_subs > 0 and len(self._live) >= max_subs:
+            raise StoreError(TOO_MANY_SUBS)
+        self._max_id += 1
+        record.id = self._max_id
+        self._live.add(record.id)
+        self._persist_new(record)
+
+    def delete(self, sub_id: int) -> None:
+        self._live.discard(sub_id)
+        self._persist_delete(sub_id)
+
+    def _persist_new(self, record: SubRecord) -> None:
+        """Hook: write the "new subscription" record."""
+
+    def _persist_delete(self, sub_id: int) -> None:
+        """Hook: write the "delete subscription" record."""
+
+
+@dataclass(slots=True)
+class ChannelStore:
+    """A channel's two stores."""
+
+    name: str
+    msgs: MessageStore
+    subs: SubscriptionStore
+    limits: Limits
+
+
+class Store(ABC):
+    """The whole store: server info, clients, channels."""
+
+    #: What the startup log prints after ``Message store is``.
+    type_name: str = ""
+
+    @abstractmethod
+    def recover(self) -> RecoveredState | None:
+        """Load persisted state; None for a fresh (or memory) store.
+
+        Recovered channels are already created (they count towards ``max_channels``);
+        their subscription stores know every recovered ID (see ``note_id``). Count and
+        size limits and age expiry are applied before returning (filestore.md §10.1).
+        """
+
+    @abstractmethod
+    def init(self, info: ServerInfo) -> None:
+        """Persist the server information (first start, or a rewrite)."""
+
+    @abstractmethod
+    def add_client(self, record: ClientRecord) -> None:
+        """Persist a registered client (replacing one with the same ID)."""
+
+    @abstractmethod
+    def delete_client(self, client_id: str) -> None:
+        """Forget a client."""
+
+    @abstractmethod
+    def create_channel(self, name: str) -> ChannelStore:
+        """Create the stores of a new channel with its limits. Raises
+        ``StoreError(TOO_MANY_CHANNELS)`` when ``max_channels`` is reached."""
+
+    @abstractmethod
+    def delete_channel(self, name: str) -> None:
+        """Remove a channel and everything it holds."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release everything."""
+
+
+class BaseStore(Store):
+    """Channel bookkeeping and the ``max_channels`` limit, shared by implementations."""
+
+    def __init__(self, limits: StoreLimits, log: StoreLog) -> None:
+        self.limits = limits
+        self.log = log
+        self.channels: dict[str, ChannelStore] = {}
+
+    def create_channel(self, name: str) -> ChannelStore:
+        existing = self.channels.get(name)
+        if existing is not None:
+            return existing
+        max_channels = self.limits.max_channels
+        if max_channels > 0 and len(self.channels) >= max_channels:
+            raise StoreError(TOO_MANY_CHANNELS)
+        channel = self._new_channel(name, self.limits.for_channel(name))
+        self.channels[name] = channel
+        return channel
+
+    def delete_channel(self, name: str) -> None:
+        channel = self.channels.pop(name, None)
+        if channel is not None:
+            channel.msgs.close()
+            channel.subs.close()
+            self._remove_channel(name)
+
+    def close(self) -> None:
+        for channel in self.channels.values():
+            channel.msgs.close()
+            channel.subs.close()
+        self.channels.clear()
+
+    @abstractmethod
+    def _new_channel(self, name: str, limits: Limits) -> ChannelStore:
+        """Create the channel's stores (its limits already resolved)."""
+
+    def _remove_channel(self, name: str) -> None:
+        """Hook: delete the channel's persisted data."""

@@ -1,0 +1,248 @@
+"""The MEMORY store: nothing persisted, messages kept in a compact layout.
+
+A million 128-byte messages must fit in far less memory than one Python object per
+message would take, so messages live in segments: each segment is one preallocated
+buffer holding encoded MsgProtos back to back, with an ``array`` of end offsets and an
+``array`` of timestamps. Buffers never grow in place (no realloc copies, no heap
+fragmentation from ever-larger blocks): a full segment is simply followed by a new one,
+twice as large up to ``MAX_SEGMENT_BYTES``. Dropping old messages only advances the first
+sequence; a segment is released once all its messages are gone.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+
+from stanpkg.plan.limits import Limits, StoreLimits
+from stanpkg.plan.units import friendly_bytes
+from stanpkg.stores.base import (
+    BaseStore,
+    BaseSubscriptionStore,
+    ChannelStore,
+    ClientRecord,
+    MessageStore,
+    RecoveredState,
+    ServerInfo,
+    StoreLog,
+    SubRecord,
+)
+
+__all__ = ["MAX_SEGMENT_BYTES", "MemoryMessageStore", "MemoryStore", "MemorySubscriptionStore"]
+
+MIN_SEGMENT_BYTES = 16 * 1024
+MAX_SEGMENT_BYTES = 1024 * 1024
+
+
+class _Segment:
+    """Consecutive messages from sequence ``first``, stored in one fixed buffer."""
+
+    __slots__ = ("buf", "ends", "first", "stamps", "used", "view")
+
+    def __init__(self, first: int, capacity: int) -> None:
+        self.first = first
+        self.buf = bytearray(capacity)
+        self.view = memoryview(self.buf)
+        self.used = 0
+        self.ends = array("I")
+        self.stamps = array("q")
+
+    def get(self, index: int) -> bytes:
+        start = self.ends[index - 1] if index else 0
+        return bytes(self.view[start : self.ends[index]])
+
+    def size_of(self, index: int) -> int:
+        return self.ends[index] - (self.ends[index - 1] if index else 0)
+
+
+class MemoryMessageStore(MessageStore):
+    def __init__(self, channel: str, limits: Limits, log: StoreLog) -> None:
+        self.channel = channel
+        self.limits = limits
+        self._log = log
+        self._segments: list[_Segment] = []
+        self._firsts: list[int] = []  # first sequence of each segment, for bisect
+        self._first = 0
+        self._last = 0
+        self._last_ts = 0
+        self._count = 0
+        self._bytes = 0
+        self._hit_limit = False
+        # The records of the latest store() call, as given (see lookup).
+        self._recent: Sequence[bytes] = ()
+        self._recent_first = 0
+
+    @property
+    def first_sequence(self) -> int:
+        return self._first
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._last_ts
+
+    def state(self) -> tuple[int, int]:
+        return self._count, self._bytes
+
+    def _new_segment(self, first: int, size: int) -> _Segment:
+        previous = len(self._segments[-1].buf) if self._segments else MIN_SEGMENT_BYTES // 2
+        capacity = max(min(previous * 2, MAX_SEGMENT_BYTES), size)
+        seg = _Segment(first, capacity)
+        self._segments.append(seg)
+        self._firsts.append(first)
+        return seg
+
+    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        if not records:
+            return
+        seg = self._segments[-1] if self._segments else None
+        seq = self._last
+        added = 0
+        for record, stamp in zip(records, timestamps, strict=True):
+            seq += 1
+            size = len(record)
+            if seg is None or seg.used + size > len(seg.buf):
+                seg = self._new_segment(seq, size)
+            start = seg.used
+            end = seg.used = start + size
+            seg.view[start:end] = record
+            seg.ends.append(end)
+            seg.stamps.append(stamp)
+            added += size
+        if self._count == 0:
+            self._first = self._last + 1
+        self._last = seq
+        self._last_ts = timestamps[-1]
+        self._count += len(records)
+        self._bytes += added
+        self._recent = records
+        self._recent_first = seq - len(records) + 1
+        self._enforce_count_and_size()
+
+    def _enforce_count_and_size(self) -> None:
+        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
+        if not (max_msgs > 0 and self._count > max_msgs) and not (
+            max_bytes > 0 and self._bytes > max_bytes
+        ):
+            return
+        if not self._hit_limit:
+            self._hit_limit = True
+            self._log.warn(
+                f'Reached limits for store "{self.channel}" '
+                f"(msgs={self._count}/{max_msgs} "
+                f"bytes={friendly_bytes(self._bytes)}/{friendly_bytes(max_bytes)}), "
+                "dropping old messages to make room for new ones"
+            )
+        while self._count > 1 and (
+            (max_msgs > 0 and self._count > max_msgs) or (max_bytes > 0 and self._bytes > max_bytes)
+        ):
+            self._remove_first()
+
+    def _remove_first(self) -> None:
+        seg = self._segments[0]
+        index = self._first - seg.first
+        self._bytes -= seg.size_of(index)
+        self._count -= 1
+        self._first += 1
+        if self._count == 0:
+            # Everything is gone: keep the sequences, release the buffers.
+            self._segments.clear()
+            self._firsts.clear()
+        elif index + 1 >= len(seg.ends):
+            del self._segments[0]
+            del self._firsts[0]
+
+    def _locate(self, sequence: int) -> tuple[_Segment, int] | None:
+        if sequence < self._first or sequence > self._last or self._count == 0:
+            return None
+        seg = self._segments[bisect_right(self._firsts, sequence) - 1]
+        return seg, sequence - seg.first
+
+    def lookup(self, sequence: int) -> bytes | None:
+        # Deliveries mostly read what was just stored: serve those without a copy.
+        offset = sequence - self._recent_first
+        if 0 <= offset < len(self._recent) and sequence >= self._first:
+            return self._recent[offset]
+        if sequence < self._first or sequence > self._last or self._count == 0:
+            return None
+        seg = self._segments[bisect_right(self._firsts, sequence) - 1]
+        index = sequence - seg.first
+        ends = seg.ends
+        return bytes(seg.view[ends[index - 1] if index else 0 : ends[index]])
+
+    def timestamp(self, sequence: int) -> int:
+        found = self._locate(sequence)
+        if found is None:
+            return 0
+        seg, index = found
+        return seg.stamps[index]
+
+    def sequence_at_or_after(self, timestamp: int) -> int:
+        if self._last == 0:
+            return 0
+        if self._count == 0:
+            return self._last + 1
+        for seg in self._segments:
+            if seg.stamps[-1] < timestamp:
+                continue
+            start = max(0, self._first - seg.first)
+            return seg.first + bisect_left(seg.stamps, timestamp, lo=start)
+        return self._last + 1
+
+    def expire(self, now: int) -> int:
+        max_age = self.limits.max_age
+        if max_age <= 0:
+            return 0
+        while self._count:
+            seg = self._segments[0]
+            stamp = seg.stamps[self._first - seg.first]
+            if now - stamp < max_age:
+                return stamp
+            self._remove_first()
+        return 0
+
+
+class MemorySubscriptionStore(BaseSubscriptionStore):
+    """Only IDs and the subscription limit: the server holds the state itself."""
+
+    def update(self, record: SubRecord) -> None:
+        pass
+
+    def record_sent(self, sub_id: int, sequences: Sequence[int]) -> None:
+        pass
+
+    def record_ack(self, sub_id: int, sequence: int) -> None:
+        pass
+
+
+class MemoryStore(BaseStore):
+    type_name = "MEMORY"
+
+    def __init__(self, limits: StoreLimits, log: StoreLog) -> None:
+        super().__init__(limits, log)
+        self.info: ServerInfo | None = None
+        self.clients: dict[str, ClientRecord] = {}
+
+    def recover(self) -> RecoveredState | None:
+        return None
+
+    def init(self, info: ServerInfo) -> None:
+        self.info = info
+
+    def add_client(self, record: ClientRecord) -> None:
+        self.clients[record.id] = record
+
+    def delete_client(self, client_id: str) -> None:
+        self.clients.pop(client_id, None)
+
+    def _new_channel(self, name: str, limits: Limits) -> ChannelStore:
+        return ChannelStore(
+            name,
+            MemoryMessageStore(name, limits, self.log),
+            MemorySubscriptionStore(limits),
+            limits,
+        )
