@@ -156,6 +156,8 @@ class _Process:
         self.log.nats_line(line)
 
     def _nats_exited(self, code: int) -> None:
+        if self.done.done() and self.done.result() == 0:
+            return  # we are stopping: under systemd's control-group kill it gets SIGTERM too
         self._fatal(f"NATS server exited unexpectedly (exit status {code})")
 
     def _fatal(self, reason: str) -> None:

@@ -170,7 +170,9 @@ class EmbeddedNatsServer:
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold passwords
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(self.config_text)
-        extra: dict[str, Any] = {}
+        # Its own session: a Ctrl-C or a signal to our process group must reach us only, so
+        # we stop it after our clients are closed instead of racing its exit.
+        extra: dict[str, Any] = {"start_new_session": True}
         if sys.platform.startswith("linux"):
             extra["preexec_fn"] = _die_with_parent
         try:
