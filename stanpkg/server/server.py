@@ -217,6 +217,7 @@ class StreamingServer:
                 self.info.discovery, req.SerializeToString(), PROBE_TIMEOUT
             )
         except (NatsError, TimeoutError):
+            self.log.debug("Did not detect another server instance")
             return
         try:
             resp = pb.ConnectResponse.FromString(raw)
@@ -248,6 +249,16 @@ class StreamingServer:
         sids.append(subscribe(self.ping_subject, self.connections.on_ping))
         for sub in self._recovered:
             self.attach_ack_inbox(sub)
+        self._log_subjects()
+
+    def _log_subjects(self) -> None:
+        info, debug = self.info, self.log.debug
+        debug(f"Discover subject:           {info.discovery}")
+        debug(f"Publish subject:            {info.publish}.>")
+        debug(f"Subscribe subject:          {info.subscribe}")
+        debug(f"Subscription Close subject: {info.sub_close}")
+        debug(f"Unsubscribe subject:        {info.unsubscribe}")
+        debug(f"Close subject:              {info.close}")
 
     def attach_ack_inbox(self, sub: Subscription) -> None:
         sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
