@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from collections.abc import Sequence
 
 from stanpkg import __version__
 from stanpkg.plan.compile import Compilation, compile_args
-from stanpkg.plan.diagnostics import Diagnostic, Severity
+from stanpkg.plan.diagnostics import Diagnostic, Severity, error, warning
 from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
@@ -108,6 +109,12 @@ def cmd_validate(argv: list[str]) -> int:
     if fmt not in (None, "text", "json"):
         return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
     result = compile_args(argv, positional_config=True)
+    if result.plan is not None:
+        extra = check_embedded_nats(result.plan)
+        if extra:
+            diags = (*result.diagnostics, *extra)
+            failed = any(d.severity is Severity.ERROR for d in extra)
+            result = replace(result, diagnostics=diags, plan=None if failed else result.plan)
     if result.usage_error:
         if fmt == "json":
             print(json.dumps({"valid": False, "usage_error": result.usage_error}))
@@ -141,6 +148,28 @@ def cmd_validate(argv: list[str]) -> int:
     suffix = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
     print(_summary(result.plan) + suffix)
     return EXIT_OK
+
+
+def check_embedded_nats(plan: Plan) -> list[Diagnostic]:
+    """NATS-server-only options passed through from the config file are checked by the
+    real nats-server (``nats-server -t``), so a typo there fails review, not the start."""
+    if not plan.embedded_nats or not plan.nats_server.passthrough:
+        return []
+    from stanpkg.server.main import embedded_config
+    from stanpkg.transport.embedded import NatsServerNotFoundError, check_config
+    from stanpkg.transport.natsconf import render_config
+
+    where = plan.nats_server.config_file
+    try:
+        problems = check_config(render_config(embedded_config(plan)), "embedded-nats.conf")
+    except NatsServerNotFoundError as exc:
+        return [warning(f"NATS server options not checked: {exc}", where=where, code="nats")]
+    return [
+        error(
+            f"the NATS server rejects the NATS options of this file: {p}", where=where, code="nats"
+        )
+        for p in problems
+    ]
 
 
 def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:

@@ -28,7 +28,7 @@ from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 from stanpkg.transport.tls import tls_context_from_options
 
-__all__ = ["VERSION", "run", "send_signal"]
+__all__ = ["VERSION", "embedded_config", "run", "send_signal"]
 
 VERSION = "0.25.6"  # the reference release whose behaviour is implemented
 
@@ -57,7 +57,7 @@ def run(plan: Plan) -> int:
         log.close()
 
 
-def _embedded_config(plan: Plan) -> EmbeddedNatsConfig:
+def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
     ns = plan.nats_server
     return EmbeddedNatsConfig(
         host=ns.host,
@@ -117,7 +117,7 @@ class _Process:
         self.server = StreamingServer(plan, store, log, server_id=server_id, on_fatal=self._fatal)
         if plan.embedded_nats:
             self.nats = EmbeddedNatsServer(
-                _embedded_config(plan), on_log=self._nats_log, on_exit=self._nats_exited
+                embedded_config(plan), on_log=self._nats_log, on_exit=self._nats_exited
             )
             await self.nats.start()
             # Its output is read asynchronously: let its banner end before our next lines.

@@ -116,3 +116,14 @@ def test_explain_lists_configured_values_with_sources(
     assert f'cluster_id = "c1"  (file {conf}:1:25)' in out
     assert "encryption_key = <redacted>  (flag --encryption_key)" in out
     assert "s3" not in out
+
+
+def test_nats_passthrough_checked_by_real_nats_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nats = tmp_path / "nats.conf"
+    nats.write_text("authorization { user: a, password: b, bogus_key: 1 }\nstreaming {}\n")
+    assert main(["validate", "-c", str(nats)]) == 1
+    assert 'unknown field "bogus_key"' in capsys.readouterr().err
+    nats.write_text("authorization { user: a, password: b }\nstreaming {}\n")
+    assert main(["validate", "-c", str(nats)]) == 0
