@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from stanpkg import __version__
 from stanpkg.plan.compile import Compilation, compile_args
