@@ -9,6 +9,7 @@ need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'" \
     nodejs:"command -v node" npm:"command -v npm"
 ensure_venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+bash scripts/install-java.sh      # Spark (the pipeline tests) runs on Java 17
 
 # Third-party STAN client used by the integration tests (pinned by tests/js/package-lock.json).
 if [ -f tests/js/package.json ]; then

@@ -30,6 +30,8 @@ Commands:
     plan [flags] [FILE]            Print the resolved plan as JSON (secrets redacted)
     limits [flags] [FILE]          Print the store limits block the server would print
     bench [bench flags]            Load generator (like stan-bench)
+    export --dir D --out P [...]   Export stored messages with Spark (Parquet, JSON, CSV)
+    archive-slice CH DAT IDX       Archive a slice the FILE store discards (slice_archive_script)
     version                        Print the version
 
 Run 'stanpkg run --help' for the server flags.
@@ -229,6 +231,18 @@ def cmd_bench(argv: list[str]) -> int:
     return int(bench_main(argv))
 
 
+def cmd_export(argv: list[str]) -> int:
+    from stanpkg.pipeline.cli import export_main  # loads pyspark only when asked
+
+    return int(export_main(argv))
+
+
+def cmd_archive_slice(argv: list[str]) -> int:
+    from stanpkg.pipeline.cli import archive_slice_main
+
+    return int(archive_slice_main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -246,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(rest)
         case "bench":
             return cmd_bench(rest)
+        case "export":
+            return cmd_export(rest)
+        case "archive-slice":
+            return cmd_archive_slice(rest)
         case "version" | "--version" | "-v":
             print(f"stanpkg {__version__}")
             return EXIT_OK

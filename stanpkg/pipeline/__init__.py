@@ -1,1 +1,27 @@
-"""stanpkg.pipeline"""
+"""stanpkg's data pipeline: query and export what a FILE store holds, with Spark.
+
+* ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.source``);
+* ``stanpkg export`` / ``stanpkg.pipeline.export`` writes messages out incrementally;
+* ``stanpkg archive-slice`` / ``python -m stanpkg.pipeline.archive`` is a ready
+  ``slice_archive_script``.
+
+PySpark is imported only by the Spark parts, so the archive script runs without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from stanpkg.pipeline.source import Registration
+
+__all__ = ["register"]
+
+
+def register(spark: SparkSession, *, pushdown: bool | None = None) -> Registration:
+    """Register ``spark.read.format("stan")`` (see ``stanpkg.pipeline.source.register``)."""
+    from stanpkg.pipeline.source import register as register_source
+
+    return register_source(spark, pushdown=pushdown)

@@ -99,6 +99,21 @@ class RecordAppender:
         self._buf += record
         return offset
 
+    def append_framed(self, records: bytes) -> None:
+        """Queue records already framed with ``encode_record`` (hot paths frame in bulk)."""
+        self._end += len(records)
+        self.size += len(records)
+        if self._buffer_size <= 0:
+            write_all(self._fd, records)
+            return
+        if self._buf and len(self._buf) + len(records) > self._buffer_size:
+            self.flush()
+        self._buf += records
+
+    def fileno(self) -> int:
+        """The append descriptor (-1 once closed), e.g. to fsync it from another thread."""
+        return self._fd
+
     def flush(self) -> None:
         if self._buf:
             write_all(self._fd, self._buf)

@@ -73,6 +73,8 @@ class ClientsReplay:
     end: int  # offset after the last good record: appends go there
     zero_tail_at: int | None
     truncated_at: int | None  # set when truncate_bad_eof cut a bad record
+    # The reference's log lines of that truncation (empty when nothing was cut).
+    truncation_log: tuple[str, ...] = ()
 
 
 def replay_clients(
@@ -111,6 +113,7 @@ def replay_clients(
         end=scan.end,
         zero_tail_at=scan.zero_tail_at,
         truncated_at=truncation.offset,
+        truncation_log=tuple(truncation.log),
     )
 
 

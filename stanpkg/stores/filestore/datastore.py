@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.crypto import master_key_hash
 from stanpkg.stores.filestore.clientsfile import CLIENTS_FILE, ClientRecord, replay_clients
-from stanpkg.stores.filestore.errors import FileStoreError
+from stanpkg.stores.filestore.errors import BadRecordHandler, FileStoreError
 from stanpkg.stores.filestore.framing import IEEE_POLY, CrcFunc, crc32_func
 from stanpkg.stores.filestore.limits import ChannelLimits, LimitsSpec, apply_limits, limits_for
 from stanpkg.stores.filestore.reader import SliceReader, StoredMessage
@@ -48,6 +48,8 @@ class ChannelInfo:
     max_sub_id: int
     limits: ChannelLimits
     subs_replay: SubsReplay | None = field(default=None, repr=False)
+    # Slices still on disk whose messages were all removed by limits/expiry at recovery.
+    removed_slices: tuple[SliceInfo, ...] = ()
 
 
 @dataclass
@@ -106,6 +108,8 @@ def open_datastore(
     truncate_bad_eof: bool = False,
     repair: bool | None = None,
     now_ns: int | None = None,
+    on_bad_record: BadRecordHandler | None = None,
+    select_channels: Callable[[str], bool] | None = None,
 ) -> Datastore:
     """Recover the datastore at ``path``.
 
@@ -113,6 +117,9 @@ def open_datastore(
     matches the server's); ``now_ns`` is the clock used for age expiration.
     ``truncate_bad_eof`` writes: it takes the one-shot witness, cuts records cut short and
     (``repair`` defaults to it) does the reference's other recovery writes.
+    ``on_bad_record`` tolerates damaged message records without writing (see
+    ``recover_slice``); other files stay strict. ``select_channels`` limits recovery to
+    the channels it accepts (readers interested in a few channels of a big store).
     """
     root = os.fspath(path)
     if not os.path.isdir(root):
@@ -143,6 +150,8 @@ def open_datastore(
         )
     channels = {}
     for name in channel_names:
+        if select_channels is not None and not select_channels(name):
+            continue
         channels[name] = _recover_channel(
             root,
             name,
@@ -153,6 +162,7 @@ def open_datastore(
             truncate_bad_eof=truncate_bad_eof,
             repair=repair,
             log=log,
+            on_bad_record=on_bad_record,
         )
     key_hash = master_key_hash(encryption_key) if encryption_key else None
     reader = SliceReader(crc_poly=crc_poly, do_crc=do_crc, key_hash=key_hash)
@@ -170,6 +180,7 @@ def _recover_channel(
     truncate_bad_eof: bool,
     repair: bool,
     log: list[str],
+    on_bad_record: BadRecordHandler | None = None,
 ) -> ChannelInfo:
     channel_dir = os.path.join(root, name)
     recovered = []
@@ -182,6 +193,7 @@ def _recover_channel(
             do_crc=do_crc,
             truncate_bad_eof=truncate_bad_eof,
             repair=repair,
+            on_bad_record=on_bad_record,
         )
         log.extend(rs.log)
         if rs.info.count:  # empty slices are not part of the channel
@@ -207,4 +219,5 @@ def _recover_channel(
         max_sub_id=subs.max_sub_id if subs else 0,
         limits=limits,
         subs_replay=subs,
+        removed_slices=extent.dropped,
     )

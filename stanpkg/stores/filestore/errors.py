@@ -8,10 +8,12 @@ log lines and error messages can be compared with the Go server's.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from stanpkg.stores.crypto import EncryptionError
 
 __all__ = [
+    "BadRecordHandler",
     "CorruptedRecordError",
     "FileStoreError",
     "FileVersionError",
@@ -50,6 +52,11 @@ class FileStoreError(Exception):
         if self.offset is not None:
             where.append(f"offset {self.offset}")
         return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+
+# Receives a damaged record's error when a reader is asked to skip such records and go on
+# (the pipeline's PERMISSIVE mode); without one, the error is raised.
+BadRecordHandler = Callable[[FileStoreError], None]
 
 
 class FileVersionError(FileStoreError):

@@ -117,6 +117,10 @@ class RecordScan:
     clean EOF; raises ``UnexpectedEOFError`` for a cut header/payload and
     ``CorruptedRecordError`` for a CRC mismatch (only when ``crc`` is given). After
     iteration ``end`` is the offset just past the last good record.
+
+    With ``on_corrupted`` a CRC mismatch is reported to it instead and the record skipped
+    (its header's size is trusted to find the next one): the tolerant mode of readers that
+    must go on past a damaged record (the pipeline's PERMISSIVE mode).
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class RecordScan:
         crc: CrcFunc | None,
         start: int = 4,
         stop: int | None = None,
+        on_corrupted: Callable[[CorruptedRecordError], None] | None = None,
     ) -> None:
         self.buf = buf
         self.path = path
@@ -137,6 +142,7 @@ class RecordScan:
         self.stop = len(buf) if stop is None else stop
         self.end = start
         self.zero_tail_at: int | None = None
+        self.on_corrupted = on_corrupted
 
     def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
         buf, stop, typed, crc = self.buf, self.stop, self.typed, self.crc
@@ -178,7 +184,7 @@ class RecordScan:
             if crc is not None:
                 actual = crc(buf[payload_start:payload_end])
                 if actual != rec_crc:
-                    raise CorruptedRecordError(
+                    error = CorruptedRecordError(
                         path=self.path,
                         offset=pos,
                         header=bytes(buf[pos:payload_start]),
@@ -187,6 +193,11 @@ class RecordScan:
                         expected_crc=rec_crc,
                         actual_crc=actual,
                     )
+                    if self.on_corrupted is None:
+                        raise error
+                    self.on_corrupted(error)
+                    pos = payload_end
+                    continue
             yield pos, rec_type, payload_start, size
             pos = payload_end
             self.end = pos

@@ -8,6 +8,8 @@ for the same reason as framing.py (Go-only format).
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
@@ -97,23 +99,22 @@ def summarize_index(buf: Buffer, path: str, crc: CrcFunc | None) -> IndexSummary
 
     Stops at an all-zero record (zero tail). A partial trailing record or a CRC mismatch
     raises ``IndexFileError`` (the reference then rebuilds the index from the data file).
-    Fields are extracted column-wise with ``iter_unpack`` + ``map`` so the per-record loop
-    runs in C (a 1M-record index is summarized in a fraction of a second).
+    Fields are extracted column-wise (``_columns``) so the per-record loops run in C (a
+    1M-record index is summarized in well under a second, mostly its CRCs).
     """
     n, rest = divmod(len(buf) - 4, INDEX_RECORD_SIZE)
     view = memoryview(buf)[4 : 4 + n * INDEX_RECORD_SIZE]
     try:
-        seqs = list(map(_first, _SEQ_COLUMN.iter_unpack(view)))
+        seqs, sizes, stored = _columns(view)
         zero_tail_at = _zero_tail(view, seqs)
         if zero_tail_at is not None:
             n = (zero_tail_at - 4) // INDEX_RECORD_SIZE
-            del seqs[n:]
+            del seqs[n:], sizes[n:], stored[n:]
             view = view[: n * INDEX_RECORD_SIZE]
         elif rest:
             raise IndexFileError("unexpected EOF", path=path, offset=4 + n * INDEX_RECORD_SIZE)
         if crc is not None:
-            stored = list(map(_first, _CRC_COLUMN.iter_unpack(view)))
-            actual = list(map(crc, map(_first, _BODY_COLUMN.iter_unpack(view))))
+            actual = array("I", map(crc, map(_first, _BODY_COLUMN.iter_unpack(view))))
             if actual != stored:
                 i = next(i for i, (a, b) in enumerate(zip(actual, stored, strict=True)) if a != b)
                 raise IndexFileError(
@@ -121,7 +122,7 @@ def summarize_index(buf: Buffer, path: str, crc: CrcFunc | None) -> IndexSummary
                     path=path,
                     offset=index_position(i),
                 )
-        payload_bytes = sum(map(_first, _SIZE_COLUMN.iter_unpack(view)))
+        payload_bytes = sum(sizes)
         last = IndexEntry(*INDEX_RECORD.unpack_from(view, (n - 1) * 32)[:4]) if n else None
         first = IndexEntry(*INDEX_RECORD.unpack_from(view, 0)[:4]) if n else None
     finally:
@@ -134,13 +135,30 @@ def summarize_index(buf: Buffer, path: str, crc: CrcFunc | None) -> IndexSummary
         first_timestamp=first.timestamp if first else 0,
         last_timestamp=last.timestamp if last else 0,
         total_bytes=payload_bytes + n * MSG_RECORD_OVERHEAD,
-        contiguous=not seqs or seqs == list(range(seqs[0], seqs[0] + n)),
+        contiguous=not seqs
+        or (seqs[-1] - seqs[0] == n - 1 and seqs == array("Q", range(seqs[0], seqs[0] + n))),
         last=last,
         zero_tail_at=zero_tail_at,
     )
 
 
-def _zero_tail(view: memoryview, seqs: list[int]) -> int | None:
+def _columns(view: memoryview) -> tuple[array[int], array[int], array[int]]:
+    """(sequences, payload sizes, stored CRCs) of the 32-byte records in ``view``.
+
+    On little-endian hosts the records are reinterpreted in place as machine words and
+    the columns copied out with strided slices (no per-record Python objects).
+    """
+    if sys.byteorder == "little":
+        with view.cast("Q") as words, view.cast("I") as halves:
+            return array("Q", words[0::4]), array("I", halves[6::8]), array("I", halves[7::8])
+    return (
+        array("Q", map(_first, _SEQ_COLUMN.iter_unpack(view))),
+        array("I", map(_first, _SIZE_COLUMN.iter_unpack(view))),
+        array("I", map(_first, _CRC_COLUMN.iter_unpack(view))),
+    )
+
+
+def _zero_tail(view: memoryview, seqs: array[int]) -> int | None:
     """File offset of the first all-zero record (a real record never has sequence 0)."""
     if 0 not in seqs:
         return None

@@ -47,6 +47,9 @@ class ChannelExtent:
     count: int
     total_bytes: int
     slices: tuple[SliceInfo, ...]
+    # Slices whose every message was removed (still on disk until the server deletes or
+    # archives them); readers of removed messages need them.
+    dropped: tuple[SliceInfo, ...] = ()
 
 
 def apply_limits(
@@ -96,4 +99,5 @@ def apply_limits(
     if count == 0:
         first = last + 1
     kept = tuple(replace(s, removed=r) for s, r in zip(live[head:], removed[head:], strict=True))
-    return ChannelExtent(first, last, count, total, kept)
+    dropped = tuple(replace(s, removed=s.count) for s in live[:head])
+    return ChannelExtent(first, last, count, total, kept, dropped)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stanpkg.proto import protocol_pb2 as pb
@@ -83,6 +83,52 @@ class MessageSliceWriter:
         if self._buffer_size <= 0:
             self.flush()
         return offset
+
+    def append_batch(
+        self, first_seq: int, records: Sequence[bytes], timestamps: Sequence[int]
+    ) -> None:
+        """``append`` for consecutive sequences from ``first_seq``, framed in one pass."""
+        if not records:
+            return
+        crc, pack_header, pack_body = self._crc, RECORD_HEADER.pack, INDEX_BODY.pack
+        pack_crc = _U32.pack
+        data: list[bytes] = []
+        index: list[bytes] = []
+        offset = self._offset
+        seq = first_seq
+        payload_bytes = 0
+        for record, timestamp in zip(records, timestamps, strict=True):
+            size = len(record)
+            data.append(pack_header(size, crc(record)))
+            data.append(record)
+            body = pack_body(seq, offset, timestamp, size)
+            index.append(body)
+            index.append(pack_crc(crc(body)))
+            offset += 8 + size
+            payload_bytes += size
+            seq += 1
+        if self.count == 0:
+            self.first_seq, self.first_timestamp = first_seq, timestamps[0]
+        self.last_seq, self.last_timestamp = seq - 1, timestamps[-1]
+        self.count += len(records)
+        self.total_bytes += payload_bytes + len(records) * MSG_RECORD_OVERHEAD
+        chunk = b"".join(data)
+        if self._data and len(self._data) + len(chunk) > self._buffer_size:
+            self.flush()
+        self._data += chunk
+        self._index += b"".join(index)
+        self._offset = offset
+        if self._buffer_size <= 0 or len(self._data) > self._buffer_size:
+            self.flush()
+
+    @property
+    def offset(self) -> int:
+        """Offset the next record will have in the data file."""
+        return self._offset
+
+    def filenos(self) -> tuple[int, int]:
+        """(data, index) descriptors, -1 once closed."""
+        return self._dat_fd, self._idx_fd
 
     def flush(self) -> None:
         """Hand buffered data to the OS, then the index records describing it."""

@@ -16,11 +16,14 @@ from google.protobuf.message import DecodeError
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.crypto import EncryptionError, PayloadCipher, channel_key
 from stanpkg.stores.filestore.errors import (
+    BadRecordHandler,
     CorruptedRecordError,
+    FileStoreError,
     IndexFileError,
     IndexMismatchError,
     MessageDecryptionError,
     RecordDecodeError,
+    UnexpectedEOFError,
 )
 from stanpkg.stores.filestore.framing import (
     IEEE_POLY,
@@ -81,16 +84,26 @@ class SliceReader:
         return next(self.iter_messages(sl, seq, seq), None)
 
     def iter_messages(
-        self, sl: SliceInfo, from_seq: int | None = None, to_seq: int | None = None
+        self,
+        sl: SliceInfo,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        *,
+        on_bad_record: BadRecordHandler | None = None,
     ) -> Iterator[StoredMessage]:
-        """Live messages of the slice within ``[from_seq, to_seq]`` in sequence order."""
+        """Live messages of the slice within ``[from_seq, to_seq]`` in sequence order.
+
+        With ``on_bad_record``, a damaged record (CRC, size or sequence mismatch, invalid
+        payload, cut short) is reported to it and skipped; a payload that does not decrypt
+        still raises (a wrong key is a configuration error, not damage).
+        """
         lo = sl.first_live_seq if from_seq is None else max(from_seq, sl.first_live_seq)
         hi = sl.last_seq if to_seq is None else min(to_seq, sl.last_seq)
         if sl.count == 0 or lo > hi:
             return iter(())
         if sl.index_usable:
-            return self._iter_indexed(sl, lo, hi)
-        return self._iter_scanned(sl, lo, hi)
+            return self._iter_indexed(sl, lo, hi, on_bad_record)
+        return self._iter_scanned(sl, lo, hi, on_bad_record)
 
     def _index_range(self, sl: SliceInfo, lo: int, hi: int) -> bytes:
         """Index records of sequences lo..hi (one read; binary search if seqs have gaps)."""
@@ -113,7 +126,9 @@ class SliceReader:
             )
         return records
 
-    def _iter_indexed(self, sl: SliceInfo, lo: int, hi: int) -> Iterator[StoredMessage]:
+    def _iter_indexed(
+        self, sl: SliceInfo, lo: int, hi: int, on_bad_record: BadRecordHandler | None
+    ) -> Iterator[StoredMessage]:
         # Index records were CRC-checked at recovery; here every entry is cross-checked
         # against its data record (size, payload CRC, sequence) which catches any mismatch.
         records = self._index_range(sl, lo, hi)
@@ -126,38 +141,45 @@ class SliceReader:
         with map_file(sl.dat_path) as dat:
             dat_len = len(dat)
             for seq, off, _, size, _ in INDEX_RECORD.iter_unpack(records):
-                start = off + RECORD_HEADER_SIZE
-                end = start + size
-                if end > dat_len:
-                    raise IndexMismatchError(
-                        f"index entry of sequence {seq} points past the end of the data file "
-                        f"(record of {size} bytes at offset {off}, file is {dat_len} bytes)",
-                        path=sl.dat_path,
-                        offset=off,
-                    )
-                rec_size, rec_crc = unpack_header(dat, off)
-                if rec_size != size:
-                    raise IndexMismatchError(
-                        f"record size in data file is {rec_size}, index of sequence {seq} "
-                        f"says {size}",
-                        path=sl.dat_path,
-                        offset=off,
-                    )
-                payload = dat[start:end]
-                if check is not None and check(payload) != rec_crc:
-                    raise _crc_error(sl.dat_path, dat, off, payload, rec_crc, check(payload))
                 try:
-                    parse(payload)
-                except DecodeError as exc:
-                    raise RecordDecodeError(
-                        f"invalid message record: {exc}", path=sl.dat_path, offset=off
-                    ) from None
-                if msg.sequence != seq:
-                    raise IndexMismatchError(
-                        f"record holds sequence {msg.sequence}, index says {seq}",
-                        path=sl.dat_path,
-                        offset=off,
-                    )
+                    start = off + RECORD_HEADER_SIZE
+                    end = start + size
+                    if end > dat_len:
+                        raise IndexMismatchError(
+                            f"index entry of sequence {seq} points past the end of the data "
+                            f"file (record of {size} bytes at offset {off}, file is {dat_len} "
+                            "bytes)",
+                            path=sl.dat_path,
+                            offset=off,
+                        )
+                    rec_size, rec_crc = unpack_header(dat, off)
+                    if rec_size != size:
+                        raise IndexMismatchError(
+                            f"record size in data file is {rec_size}, index of sequence {seq} "
+                            f"says {size}",
+                            path=sl.dat_path,
+                            offset=off,
+                        )
+                    payload = dat[start:end]
+                    if check is not None and check(payload) != rec_crc:
+                        raise _crc_error(sl.dat_path, dat, off, payload, rec_crc, check(payload))
+                    try:
+                        parse(payload)
+                    except DecodeError as exc:
+                        raise RecordDecodeError(
+                            f"invalid message record: {exc}", path=sl.dat_path, offset=off
+                        ) from None
+                    if msg.sequence != seq:
+                        raise IndexMismatchError(
+                            f"record holds sequence {msg.sequence}, index says {seq}",
+                            path=sl.dat_path,
+                            offset=off,
+                        )
+                except FileStoreError as exc:
+                    if on_bad_record is None:
+                        raise
+                    on_bad_record(exc)
+                    continue
                 data = msg.data
                 if cipher is not None and data:
                     data = _decrypt(cipher, data, sl, seq, off)
@@ -173,23 +195,35 @@ class SliceReader:
                     off,
                 )
 
-    def _iter_scanned(self, sl: SliceInfo, lo: int, hi: int) -> Iterator[StoredMessage]:
+    def _iter_scanned(
+        self, sl: SliceInfo, lo: int, hi: int, on_bad_record: BadRecordHandler | None
+    ) -> Iterator[StoredMessage]:
         check = self._crc if self.do_crc else None
         cipher = self._cipher(sl.channel)
         from_bytes = pb.MsgProto.FromString
         with map_file(sl.dat_path) as dat:
-            for off, _, start, size in RecordScan(dat, sl.dat_path, typed=False, crc=check):
-                try:
-                    msg = from_bytes(dat[start : start + size])
-                except DecodeError as exc:
-                    raise RecordDecodeError(
-                        f"invalid message record: {exc}", path=sl.dat_path, offset=off
-                    ) from None
-                if msg.sequence < lo:
-                    continue
-                if msg.sequence > hi:
-                    break
-                yield self._message(msg, sl, off, cipher)
+            scan = RecordScan(dat, sl.dat_path, typed=False, crc=check, on_corrupted=on_bad_record)
+            try:
+                for off, _, start, size in scan:
+                    try:
+                        msg = from_bytes(dat[start : start + size])
+                    except DecodeError as exc:
+                        error = RecordDecodeError(
+                            f"invalid message record: {exc}", path=sl.dat_path, offset=off
+                        )
+                        if on_bad_record is None:
+                            raise error from None
+                        on_bad_record(error)
+                        continue
+                    if msg.sequence < lo:
+                        continue
+                    if msg.sequence > hi:
+                        break
+                    yield self._message(msg, sl, off, cipher)
+            except UnexpectedEOFError as exc:
+                if on_bad_record is None:
+                    raise
+                on_bad_record(exc)
 
     @staticmethod
     def _message(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.filestore.appender import create_temp_file
 from stanpkg.stores.filestore.errors import RecordDecodeError, ServerFileSizeError
 from stanpkg.stores.filestore.framing import (
     RECORD_HEADER_SIZE,
@@ -52,12 +55,32 @@ def read_server_file(path: str, *, crc: CrcFunc | None = None) -> spb.ServerInfo
     return None
 
 
-def write_server_file(path: str, info: spb.ServerInfo, *, crc: CrcFunc | None = None) -> None:
+def write_server_file(
+    path: str, info: spb.ServerInfo, *, crc: CrcFunc | None = None, atomic: bool = False
+) -> None:
     """Go's "Init": keep the version header, truncate to 4 bytes, write the one record.
 
     The file is opened read-write without O_APPEND (and never fsync'ed, like the reference).
+    ``atomic`` writes the same bytes to a temporary file, fsyncs it and renames it over
+    ``path`` instead: a crash can then never leave a header-only file behind (the
+    reference's window for losing every channel at the next start).
     """
     record = encode_record(info.SerializeToString(), crc or crc32_func())
+    if atomic:
+        fd, tmp = create_temp_file(os.path.dirname(path) or ".", SERVER_FILE)
+        try:
+            with contextlib.suppress(FileNotFoundError):  # keep the mode the file had
+                os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+            write_all(fd, record)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
     try:
         if os.fstat(fd).st_size == 0:

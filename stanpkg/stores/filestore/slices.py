@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.filestore.errors import (
+    BadRecordHandler,
     FileStoreError,
     IndexFileError,
     IndexVerificationError,
@@ -128,11 +129,21 @@ def recover_slice(
     do_crc: bool = True,
     truncate_bad_eof: bool = False,
     repair: bool = False,
+    paths: tuple[str, str] | None = None,
+    on_bad_record: BadRecordHandler | None = None,
+    log: list[str] | None = None,
 ) -> RecoveredSlice:
-    """Recover one slice per §10.2 (the data file must exist)."""
-    dat_path, idx_path = slice_paths(channel_dir, number)
+    """Recover one slice per §10.2 (the data file must exist).
+
+    ``paths`` overrides the ``(dat, idx)`` file names (archived ``.bak`` slices).
+    ``on_bad_record`` makes a rebuild tolerant without writing anything: records with a bad
+    CRC or payload are reported to it and skipped, a record cut short ends the data.
+    ``log`` receives the log lines as they happen (so a caller still has the index
+    lines that precede a fatal error); it is also the returned ``RecoveredSlice.log``.
+    """
+    dat_path, idx_path = paths or slice_paths(channel_dir, number)
     check_crc = crc if do_crc else None
-    log: list[str] = []
+    log = [] if log is None else log
     with map_file(dat_path) as dat:
         check_version(dat, dat_path)
         if os.path.exists(idx_path):
@@ -171,12 +182,14 @@ def recover_slice(
                     "Truncating and recovering from data file"
                 )
         rebuilt, bad_eof, zero_tail_at = _scan_data(
-            channel, number, dat, dat_path, idx_path, check_crc, crc
+            channel, number, dat, dat_path, idx_path, check_crc, crc, on_bad_record
         )
     if repair and zero_tail_at is not None:
         truncate_file(dat_path, zero_tail_at)
     truncated_at = None
-    if bad_eof is not None:
+    if bad_eof is not None and on_bad_record is not None and not truncate_bad_eof:
+        on_bad_record(bad_eof)
+    elif bad_eof is not None:
         if not truncate_bad_eof:
             raise bad_eof
         truncate_file(dat_path, bad_eof.offset or 0)
@@ -237,6 +250,7 @@ def _scan_data(
     idx_path: str,
     check_crc: CrcFunc | None,
     crc: CrcFunc,
+    on_bad_record: BadRecordHandler | None = None,
 ) -> tuple[tuple[SliceInfo, bytes], UnexpectedEOFError | None, int | None]:
     """Describe the slice from its data file, building the index image on the way.
 
@@ -248,15 +262,19 @@ def _scan_data(
     first_seq = last_seq = first_ts = last_ts = 0
     contiguous = True
     bad_eof: UnexpectedEOFError | None = None
-    scan = RecordScan(dat, dat_path, typed=False, crc=check_crc)
+    scan = RecordScan(dat, dat_path, typed=False, crc=check_crc, on_corrupted=on_bad_record)
     try:
         for offset, _, start, size in scan:
             try:
                 msg.ParseFromString(dat[start : start + size])
             except DecodeError as exc:
-                raise RecordDecodeError(
+                error = RecordDecodeError(
                     f"invalid message record: {exc}", path=dat_path, offset=offset
-                ) from None
+                )
+                if on_bad_record is None:
+                    raise error from None
+                on_bad_record(error)
+                continue
             seq, ts = msg.sequence, msg.timestamp
             if count == 0:
                 first_seq, first_ts = seq, ts

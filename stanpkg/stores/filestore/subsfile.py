@@ -113,6 +113,8 @@ class SubsReplay:
     end: int
     zero_tail_at: int | None
     truncated_at: int | None
+    # The reference's log lines of that truncation (empty when nothing was cut).
+    truncation_log: tuple[str, ...] = ()
 
 
 def replay_subs(
@@ -180,6 +182,7 @@ def replay_subs(
         end=scan.end,
         zero_tail_at=scan.zero_tail_at,
         truncated_at=truncation.offset,
+        truncation_log=tuple(truncation.log),
     )
 
 
