@@ -1,0 +1,56 @@
+"""Building store inputs the way the server does."""
+
+from __future__ import annotations
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.base import ClientRecord, MessageStore, ServerInfo, SubRecord
+
+
+def server_info(cluster_id: str = "test-cluster") -> ServerInfo:
+    return ServerInfo(
+        cluster_id=cluster_id,
+        discovery=f"_STAN.discover.{cluster_id}",
+        publish=f"_STAN.pub.{cluster_id}",
+        subscribe=f"_STAN.sub.{cluster_id}",
+        unsubscribe=f"_STAN.unsub.{cluster_id}",
+        close=f"_STAN.close.{cluster_id}",
+        sub_close=f"_STAN.subclose.{cluster_id}",
+        acks_subs=f"_STAN.ack.{cluster_id}",
+    )
+
+
+def client(client_id: str = "me") -> ClientRecord:
+    return ClientRecord(id=client_id, hb_inbox=f"_INBOX.{client_id}", conn_id=b"cid", protocol=1)
+
+
+def sub_record(client_id: str = "me", durable: str = "", queue: str = "") -> SubRecord:
+    return SubRecord(
+        client_id=client_id,
+        inbox=f"_INBOX.in.{client_id}",
+        ack_inbox=f"_INBOX.ack.{client_id}",
+        max_inflight=1024,
+        ack_wait_secs=30,
+        qgroup=queue,
+        durable_name=durable,
+        is_durable=bool(durable),
+    )
+
+
+def publish(
+    msgs: MessageStore, payloads: list[bytes], stamp: int = 1_000, channel: str = "foo"
+) -> list[int]:
+    """Store one batch like the server: consecutive sequences, one timestamp."""
+    first = msgs.last_sequence + 1
+    records = [
+        pb.MsgProto(
+            sequence=first + i, subject=channel, data=data, timestamp=stamp
+        ).SerializeToString()
+        for i, data in enumerate(payloads)
+    ]
+    msgs.store(records, [stamp] * len(records))
+    return list(range(first, first + len(records)))
+
+
+def payload(msgs: MessageStore, seq: int) -> bytes | None:
+    record = msgs.lookup(seq)
+    return None if record is None else pb.MsgProto.FromString(record).data
