@@ -208,6 +208,10 @@ class StanClient:
             await sub.nats_sub.unsubscribe()
             raise StanError(resp.error)
         sub.ack_inbox = resp.ackInbox
+        if not manual_acks:
+            # Messages can arrive before the response that names the ack inbox: ack them now.
+            for early in list(sub.received):
+                await sub.ack(early)
         return sub
 
     async def sub_request(self, req: pb.SubscriptionRequest | bytes) -> pb.SubscriptionResponse:
