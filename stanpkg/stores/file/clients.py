@@ -1,0 +1,95 @@
+"""``clients.dat`` (filestore.md §4): unbuffered add/delete records and their compaction."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from stanpkg.stores.base import ClientRecord, StoreError
+from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.handles import AppendFile
+from stanpkg.stores.filestore import clientsfile
+from stanpkg.stores.filestore.clientsfile import (
+    ClientsFileWriter,
+    ClientsReplay,
+    compact_clients_file,
+)
+from stanpkg.stores.filestore.errors import FileStoreError
+
+__all__ = ["ClientsFile", "from_file_record"]
+
+
+def from_file_record(rec: clientsfile.ClientRecord) -> ClientRecord:
+    return ClientRecord(
+        rec.id, rec.hb_inbox, rec.conn_id, rec.protocol, rec.ping_interval, rec.ping_max_out
+    )
+
+
+def _to_file_record(rec: ClientRecord) -> clientsfile.ClientRecord:
+    return clientsfile.ClientRecord(
+        rec.id, rec.hb_inbox, rec.conn_id, rec.protocol, rec.ping_interval, rec.ping_max_out
+    )
+
+
+class ClientsFile:
+    def __init__(self, env: StoreEnv, path: str, replay: ClientsReplay | None = None) -> None:
+        self.env = env
+        self.path = path
+        self._file: AppendFile[ClientsFileWriter] = AppendFile(
+            env.pool, path, lambda: ClientsFileWriter(path, crc=env.crc)
+        )
+        self.clients: dict[str, clientsfile.ClientRecord] = {}
+        self._deletes = self._size = 0
+        if replay is not None:
+            self.clients = dict(replay.clients)
+            self._deletes = replay.delete_records
+            self._size = replay.records_size
+        self._last_compaction = float("-inf")  # the first compaction is not delayed
+
+    def add(self, record: ClientRecord) -> None:
+        file_record = _to_file_record(record)
+        self._write(lambda w: w.add(file_record))
+        self.clients.pop(record.id, None)
+        self.clients[record.id] = file_record
+
+    def delete(self, client_id: str) -> None:
+        self._write(lambda w: w.delete(client_id))
+        self.clients.pop(client_id, None)
+        self._deletes += 1
+        self._maybe_compact()
+
+    def _write(self, op: Callable[[ClientsFileWriter], int]) -> None:
+        writer = self._file.writer()
+        before = writer.size
+        try:
+            op(writer)
+        except OSError as exc:
+            raise StoreError(f"unable to write client record: {exc}") from exc
+        self._size += writer.size - before
+        self.env.syncer.mark_dirty(self._file)
+
+    def _maybe_compact(self) -> None:
+        policy = self.env.config.compaction
+        if not policy.enabled:
+            return
+        if policy.min_size > 0 and self._size < policy.min_size:
+            return
+        if self._deletes * 100 // (self._deletes + len(self.clients)) < policy.fragmentation:
+            return
+        now = time.monotonic()
+        if now - self._last_compaction < policy.interval_s:
+            return
+        self._last_compaction = now
+        self._file.close()  # appends must go to the new file after the rename
+        try:
+            self._size = compact_clients_file(
+                self.env.config.root, self.clients.values(), crc=self.env.crc
+            )
+        except (OSError, FileStoreError) as exc:
+            self.env.log.error(f"Unable to compact clients file: {exc}")
+            return
+        self._deletes = 0
+
+    def close(self) -> None:
+        self.env.syncer.sync_now([self._file])
+        self._file.close()

@@ -1,0 +1,26 @@
+"""What every part of one FILE store shares: configuration, log, open-file pool, syncer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stanpkg.stores.base import StoreLog
+from stanpkg.stores.file.archive import SliceRemover
+from stanpkg.stores.file.config import FileStoreConfig
+from stanpkg.stores.file.handles import HandlePool
+from stanpkg.stores.file.syncing import Syncer
+from stanpkg.stores.filestore.framing import CrcFunc
+
+__all__ = ["StoreEnv"]
+
+
+@dataclass(eq=False)
+class StoreEnv:
+    config: FileStoreConfig
+    log: StoreLog
+    crc: CrcFunc  # always used to write
+    check_crc: CrcFunc | None  # used to verify reads (None when do_crc is off)
+    pool: HandlePool
+    syncer: Syncer
+    remover: SliceRemover
+    key_hash: bytes | None  # SHA-256 of the encryption key

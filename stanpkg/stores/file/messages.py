@@ -1,0 +1,395 @@
+"""A channel's message log on disk: ``msgs.N.dat`` + ``msgs.N.idx`` slices (filestore.md
+§6–§9).
+
+``store`` frames a whole publish batch in one pass and hands it to the OS before
+returning (so every later read, including the limits' walk over old index records, sees
+it); ``flush`` only adds the fsync, in a worker thread. Messages just stored are also kept
+in a small in-memory run, because deliveries read them right away.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from google.protobuf.message import DecodeError
+
+from stanpkg.plan.limits import Limits
+from stanpkg.plan.units import friendly_bytes
+from stanpkg.stores.base import MessageStore, StoreError
+from stanpkg.stores.crypto import EncryptionError, PayloadCipher, channel_key
+from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.handles import SliceWriteFiles
+from stanpkg.stores.file.slice_reads import (
+    HeadCursor,
+    ReadWindow,
+    Slice,
+    decrypt_record,
+    encrypt_record,
+    read_index,
+)
+from stanpkg.stores.filestore import ChannelLimits, SliceLimits, auto_slice_limits
+from stanpkg.stores.filestore.errors import FileStoreError
+from stanpkg.stores.filestore.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
+
+__all__ = ["FileMessageStore"]
+
+# Recently stored messages kept in memory, per channel: the latest batch always (its
+# deliveries follow at once), earlier ones while under these caps, none once the channel
+# has been idle for CACHE_IDLE_SECONDS (the reference's cache has a 1 s TTL).
+CACHE_MAX_MSGS = 4096
+CACHE_MAX_BYTES = 1024 * 1024
+CACHE_IDLE_SECONDS = 1.0
+_MAX_REPORTED_LOOKUP_ERRORS = 1000
+
+
+class FileMessageStore(MessageStore):
+    def __init__(
+        self,
+        env: StoreEnv,
+        name: str,
+        channel_dir: str,
+        limits: Limits,
+        *,
+        slices: Sequence[Slice] = (),
+        first: int = 0,
+        last: int = 0,
+        count: int = 0,
+        total_bytes: int = 0,
+        next_number: int = 1,
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.channel_dir = channel_dir
+        self.limits = limits
+        self._slice_limits: SliceLimits = auto_slice_limits(
+            env.config.slice_limits,
+            ChannelLimits(limits.max_msgs, limits.max_bytes, limits.max_age),
+        )
+        self._slices: list[Slice] = list(slices)
+        self._firsts: list[int] = [s.first_seq for s in self._slices]
+        self._next_number = next_number
+        self._writer: SliceWriteFiles | None = None
+        if self._slices:
+            self._writer = self._write_files(self._slices[-1].number)
+        self._retired: list[SliceWriteFiles] = []  # rolled-over writers not yet synced
+        self._first, self._last, self._count, self._bytes = first, last, count, total_bytes
+        self._last_ts = self._slices[-1].last_ts if self._slices else 0
+        self._hit_limit = False
+        self._cipher: PayloadCipher | None = None
+        if env.key_hash is not None:
+            self._cipher = PayloadCipher(
+                channel_key(env.key_hash, name), env.config.cipher, initial_counter=last + 1
+            )
+        self._cache: list[bytes] = []
+        self._cache_first = 0
+        self._cache_bytes = 0
+        self._stored_at = 0.0
+        self._window = ReadWindow(env.config.read_buffer_size)
+        self._head = HeadCursor()
+        self._lookup_errors: set[int] = set()
+        self._failed = ""  # set after a failed write: the channel takes no more messages
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def first_sequence(self) -> int:
+        return self._first
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._last_ts
+
+    def state(self) -> tuple[int, int]:
+        return self._count, self._bytes
+
+    @property
+    def slices(self) -> tuple[Slice, ...]:
+        return tuple(self._slices)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _write_files(self, number: int) -> SliceWriteFiles:
+        cfg = self.env.config
+        return SliceWriteFiles(
+            self.env.pool, self.channel_dir, number, self.env.crc, cfg.buffer_size
+        )
+
+    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        total = len(records)
+        if not total:
+            return
+        if self._failed:
+            raise StoreError(self._failed)
+        cipher = self._cipher
+        stored = records if cipher is None else [encrypt_record(r, cipher) for r in records]
+        seq = self._last + 1
+        now = time.time_ns()  # the coarse clock of the age rule: one reading per batch
+        added_bytes = 0
+        done = 0
+        try:
+            while done < total:
+                sl = self._slice_for_next(now)
+                take = self._room(sl, stored, done)
+                chunk = stored[done : done + take]
+                stamps = timestamps[done : done + take]
+                assert self._writer is not None
+                self._writer.writer().append_batch(seq, chunk, stamps)
+                chunk_bytes = sum(map(len, chunk)) + take * MSG_RECORD_OVERHEAD
+                if sl.count == 0:
+                    sl.first_seq, sl.first_ts = seq, stamps[0]
+                    self._firsts[-1] = seq
+                if sl.seqs is not None:  # an old slice with gaps keeps its position map
+                    sl.seqs.extend(range(seq, seq + take))
+                sl.count += take
+                sl.last_seq = seq + take - 1
+                sl.last_ts = stamps[-1]
+                sl.total_bytes += chunk_bytes
+                added_bytes += chunk_bytes
+                seq += take
+                done += take
+            assert self._writer is not None
+            self._writer.write_out()
+        except (OSError, FileStoreError) as exc:
+            # Part of the batch may be on disk: refuse further writes (they would reuse
+            # its sequences); recovery at the next start sorts the files out.
+            self._failed = f"unable to store messages in channel {self.name!r}: {exc}"
+            raise StoreError(self._failed) from exc
+        self.env.syncer.mark_dirty(self._writer)
+        if self._count == 0:
+            self._first = self._last + 1
+        self._last = seq - 1
+        self._last_ts = timestamps[-1]
+        self._count += total
+        self._bytes += added_bytes
+        self._remember(records, seq - total)
+        self._enforce_count_and_size()
+
+    def _slice_for_next(self, now: int) -> Slice:
+        """The slice the next message goes to, rolling over per filestore.md §7.3."""
+        if self._writer is not None:
+            sl = self._slices[-1]
+            lim = self._slice_limits
+            if not lim.has_limits or sl.count == 0:
+                return sl
+            if not (
+                (lim.max_bytes > 0 and sl.total_bytes >= lim.max_bytes)
+                or (lim.max_msgs > 0 and sl.count >= lim.max_msgs)
+                or (lim.max_age_ns > 0 and now - sl.first_ts >= lim.max_age_ns)
+            ):
+                return sl
+        return self._roll()
+
+    def _room(self, sl: Slice, stored: Sequence[bytes], start: int) -> int:
+        """How many of ``stored[start:]`` go to ``sl`` before the next roll-over check
+        fails (at least one: the check passed for the first)."""
+        lim = self._slice_limits
+        take = len(stored) - start
+        if lim.max_msgs > 0:
+            take = min(take, lim.max_msgs - sl.count)
+        if lim.max_bytes > 0:
+            size = sl.total_bytes
+            end = start + take
+            if size + sum(map(len, stored[start:end])) + take * MSG_RECORD_OVERHEAD > lim.max_bytes:
+                i = start
+                while i < end and size < lim.max_bytes:
+                    size += len(stored[i]) + MSG_RECORD_OVERHEAD
+                    i += 1
+                take = i - start
+        return max(take, 1)
+
+    def _roll(self) -> Slice:
+        previous = self._writer
+        if previous is not None:
+            previous.write_out()
+            self._retired.append(previous)
+            previous.close()  # synced later by path: see Syncer
+        number = self._next_number
+        self._next_number += 1
+        self._writer = self._write_files(number)
+        self._writer.writer()  # creates both files with their version header now
+        sl = Slice(number, self._writer.dat_path, self._writer.idx_path)
+        self._slices.append(sl)
+        self._firsts.append(self._last + 1)  # where the next message goes; keeps bisect valid
+        if len(self._slices) == 2 and self._slices[0].removed >= self._slices[0].count:
+            self._drop_first_slice()  # the only previous slice was already emptied
+        return sl
+
+    def _remember(self, records: Sequence[bytes], first_seq: int) -> None:
+        size = sum(map(len, records))
+        cache = self._cache
+        if (
+            self._cache_first + len(cache) != first_seq
+            or len(cache) + len(records) > CACHE_MAX_MSGS
+            or self._cache_bytes + size > CACHE_MAX_BYTES
+        ):
+            self._cache = list(records)
+            self._cache_first = first_seq
+            self._cache_bytes = size
+        else:
+            cache.extend(records)
+            self._cache_bytes += size
+        self._stored_at = time.monotonic()
+
+    def drop_cache_if_idle(self, now: float) -> None:
+        """Called every second or so: an idle channel's cache goes (bounded memory with
+        many channels)."""
+        if self._cache and now - self._stored_at >= CACHE_IDLE_SECONDS:
+            self._cache = []
+            self._cache_bytes = 0
+
+    # -- limits and removal -----------------------------------------------------------
+
+    def _enforce_count_and_size(self) -> None:
+        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
+        if not (0 < max_msgs < self._count or 0 < max_bytes < self._bytes):
+            return
+        if not self._hit_limit:
+            self._hit_limit = True
+            self.env.log.warn(
+                f'Reached limits for store "{self.name}" (msgs={self._count}/{max_msgs} '
+                f"bytes={friendly_bytes(self._bytes)}/{friendly_bytes(max_bytes)}), "
+                "dropping old messages to make room for new ones"
+            )
+        try:
+            while self._count > 1 and (0 < max_msgs < self._count or 0 < max_bytes < self._bytes):
+                self._remove_first()
+        except (OSError, FileStoreError) as exc:
+            self.env.log.error(f"Unable to remove old messages of channel {self.name!r}: {exc}")
+
+    def _remove_first(self) -> None:
+        sl = self._slices[0]
+        _, _, _, size = self._head.entry(sl, self.env.pool)
+        sl.removed += 1
+        self._count -= 1
+        self._bytes -= size + MSG_RECORD_OVERHEAD
+        if sl.removed < sl.count:
+            self._first = sl.seq_at(sl.removed)
+        elif len(self._slices) > 1:
+            self._drop_first_slice()
+            head = self._slices[0]
+            self._first = head.seq_at(head.removed)
+        if self._count == 0:
+            self._first = self._last + 1
+
+    def _drop_first_slice(self) -> None:
+        sl = self._slices.pop(0)
+        self._firsts.pop(0)
+        self._head.reset()
+        self._window.forget(sl)
+        sl.close_files()
+        self.env.remover.remove(self.name, sl.dat_path, sl.idx_path)
+
+    def expire(self, now: int) -> int:
+        max_age = self.limits.max_age
+        if max_age <= 0:
+            return 0
+        try:
+            while self._count > 0:
+                _, _, stamp, _ = self._head.entry(self._slices[0], self.env.pool)
+                if now - stamp < max_age:
+                    return int(stamp)
+                self._remove_first()
+        except (OSError, FileStoreError) as exc:
+            self.env.log.error(f"Unable to expire messages of channel {self.name!r}: {exc}")
+        return 0
+
+    # -- reading ----------------------------------------------------------------------
+
+    def lookup(self, sequence: int) -> bytes | None:
+        if sequence < self._first or sequence > self._last:
+            return None
+        i = sequence - self._cache_first
+        if 0 <= i < len(self._cache):
+            return self._cache[i]
+        sl = self._slices[bisect_right(self._firsts, sequence) - 1]
+        try:
+            payload = self._window.read(sl, sequence, self.env.pool, self.env.check_crc)
+            if self._cipher is not None:
+                return decrypt_record(payload, self._cipher)
+            return payload
+        except (OSError, FileStoreError, EncryptionError, DecodeError) as exc:
+            self._window.reset()
+            self._report_lookup_error(sequence, exc)
+            return None
+
+    def _report_lookup_error(self, sequence: int, exc: Exception) -> None:
+        # Once per message: a subscriber stuck on it would otherwise flood the log.
+        if (
+            sequence in self._lookup_errors
+            or len(self._lookup_errors) > _MAX_REPORTED_LOOKUP_ERRORS
+        ):
+            return
+        self._lookup_errors.add(sequence)
+        hint = "; wrong encryption key?" if isinstance(exc, EncryptionError) else ""
+        self.env.log.error(f"Error looking up message {self.name}:{sequence} ({exc}{hint})")
+
+    def sequence_at_or_after(self, timestamp: int) -> int:
+        if self._last == 0:
+            return 0
+        if self._count == 0:
+            return self._last + 1
+        try:
+            return self._search_timestamp(timestamp)
+        except (OSError, FileStoreError) as exc:
+            # Starting a little early beats skipping messages the subscriber asked for.
+            self.env.log.error(f"Error looking up a time position in {self.name!r}: {exc}")
+            return self._first
+
+    def _search_timestamp(self, timestamp: int) -> int:
+        pool = self.env.pool
+        for sl in self._slices:
+            if sl.last_ts < timestamp or sl.removed >= sl.count:
+                continue
+            lo, hi = sl.removed, sl.count - 1  # sl.last_ts >= timestamp: hi qualifies
+            while lo < hi:
+                mid = (lo + hi) // 2
+                _, _, stamp, _, _ = INDEX_RECORD.unpack_from(read_index(sl, pool, mid, 1))
+                if stamp < timestamp:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return sl.seq_at(lo)
+        return self._last + 1
+
+    # -- durability -------------------------------------------------------------------
+
+    def _sync_targets(self) -> list[SliceWriteFiles]:
+        targets = self._retired
+        self._retired = []
+        if self._writer is not None:
+            targets.append(self._writer)
+        return targets
+
+    async def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.write_out()
+        if self.env.config.sync_on_flush:
+            await self.env.syncer.sync(*self._sync_targets())
+        else:
+            self._retired = []
+
+    def discard(self) -> None:
+        """Close without syncing: the channel's files are about to be deleted."""
+        for target in self._sync_targets():
+            self.env.syncer.forget(target)
+            target.close()
+        self._writer = None
+        for sl in self._slices:
+            sl.close_files()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.write_out()
+        self.env.syncer.sync_now(self._sync_targets())
+        if self._writer is not None:
+            self._writer.close()
+        for sl in self._slices:
+            sl.close_files()
+        self._window.reset()
+        self._head.reset()

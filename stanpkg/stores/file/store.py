@@ -1,0 +1,408 @@
+"""The FILE store: the Go server's on-disk layout (spec/filestore.md) behind the store
+interface of :mod:`stanpkg.stores.base`.
+
+Opening (at ``create_store`` time, before NATS starts) creates the root, takes the
+directory lock and handles the ``truncate_bad_eof`` witness; ``recover`` then reads
+``server.dat``, ``clients.dat`` and every channel directory, in the reference's order and
+with its error texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Iterable
+
+from stanpkg.plan.limits import Limits
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import (
+    BaseStore,
+    ChannelStore,
+    ClientRecord,
+    RecoveredChannel,
+    RecoveredState,
+    ServerInfo,
+    StoreError,
+    StoreLog,
+)
+from stanpkg.stores.crypto import master_key_hash
+from stanpkg.stores.file import recovery
+from stanpkg.stores.file.archive import SliceRemover
+from stanpkg.stores.file.clients import ClientsFile, from_file_record
+from stanpkg.stores.file.config import FileStoreConfig
+from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.handles import HandlePool
+from stanpkg.stores.file.lock import RootDirLock
+from stanpkg.stores.file.messages import FileMessageStore
+from stanpkg.stores.file.recovery import (
+    ChannelJob,
+    ChannelResult,
+    LogLine,
+    RecoveryProgress,
+    record_error_lines,
+    recover_channels,
+    store_size,
+    truncation_lines,
+)
+from stanpkg.stores.file.slice_reads import Slice
+from stanpkg.stores.file.subscriptions import FileSubscriptionStore
+from stanpkg.stores.file.syncing import Syncer
+from stanpkg.stores.filestore import ChannelLimits
+from stanpkg.stores.filestore.clientsfile import CLIENTS_FILE, ClientsReplay, replay_clients
+from stanpkg.stores.filestore.errors import CorruptedRecordError, FileStoreError
+from stanpkg.stores.filestore.framing import VERSION_HEADER, crc32_func
+from stanpkg.stores.filestore.serverfile import SERVER_FILE, read_server_file, write_server_file
+from stanpkg.stores.filestore.truncation import (
+    acquire_truncate_witness,
+    clear_truncate_witness,
+    truncate_file,
+)
+
+__all__ = ["FileStore"]
+
+TICK_SECONDS = 1.0  # background work: idle files, auto-sync
+IDLE_CLOSE_SECONDS = 1.0  # files of old slices unused this long are closed
+SUMMARY_AFTER_SECONDS = 1.0  # recoveries longer than this log a summary line
+
+
+class FileStore(BaseStore):
+    type_name = "FILE"
+
+    def __init__(self, config: FileStoreConfig, log: StoreLog) -> None:
+        super().__init__(config.store_limits, log)
+        root = config.root
+        if not root:
+            raise StoreError("for FILE stores, root directory must be specified")
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            # Go's wording of the cause: "mkdir <path>: permission denied"
+            cause = f"mkdir {exc.filename or root}: {(exc.strerror or str(exc)).lower()}"
+            raise StoreError(f"unable to create the root directory [{root}]: {cause}") from exc
+        self._lock = RootDirLock(root)
+        if config.lock_root:
+            try:
+                acquired = self._lock.try_acquire()
+            except OSError as exc:
+                raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
+            if not acquired:
+                raise StoreError(
+                    f'the store directory "{root}" is in use by another server '
+                    f'(lock file "{self._lock.path}" is held)'
+                )
+        try:
+            if config.truncate_bad_eof:
+                acquire_truncate_witness(root)
+            else:
+                clear_truncate_witness(root)
+        except (FileStoreError, OSError) as exc:
+            self._lock.release()
+            reason = exc.reason if isinstance(exc, FileStoreError) else str(exc)
+            raise StoreError(reason) from exc
+        crc = crc32_func(config.crc_poly)
+        self.config = config
+        self.env = StoreEnv(
+            config=config,
+            log=log,
+            crc=crc,
+            check_crc=crc if config.do_crc else None,
+            pool=HandlePool(config.fds_limit),
+            syncer=Syncer(),
+            remover=SliceRemover(config.archive_script, log),
+            key_hash=master_key_hash(config.encryption_key) if config.encryption_key else None,
+        )
+        self._server_path = os.path.join(root, SERVER_FILE)
+        self._clients = ClientsFile(self.env, os.path.join(root, CLIENTS_FILE))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._next_auto_sync = 0.0
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @property
+    def directory_lock(self) -> RootDirLock:
+        """The ``.rootdir.lck`` lock; FT mode (``lock_root`` off) polls ``try_acquire``."""
+        return self._lock
+
+    # -- recovery ---------------------------------------------------------------------
+
+    def recover(self) -> RecoveredState | None:
+        self._start_background()
+        info = self._recover_server_file()
+        self._clients = ClientsFile(self.env, self._clients.path, self._replay_clients())
+        names = sorted(e.name for e in os.scandir(self.config.root) if e.is_dir())
+        if info is None:
+            if not names:
+                return None
+            # v0.23.2 would start empty here and later overwrite these channels' messages.
+            self.log.warn(
+                "Server information was not recovered, however channels are present. "
+                "Will initialize server and restart recovery!"
+            )
+            info = self._default_server_info()
+            self.init(info)
+        channels = self._recover_channels(names)
+        clients = [from_file_record(c) for c in self._clients.clients.values()]
+        return RecoveredState(info=info, clients=clients, channels=channels)
+
+    def _recover_server_file(self) -> ServerInfo | None:
+        path = self._server_path
+        try:
+            if not os.path.exists(path):
+                with open(path, "xb") as f:
+                    f.write(VERSION_HEADER)
+                return None
+            proto = read_server_file(path, crc=self.env.check_crc)
+        except (FileStoreError, OSError) as exc:
+            if isinstance(exc, CorruptedRecordError):
+                self.log.error(f'Server file "{path}" corrupted: {exc.reason}')
+            if isinstance(exc, FileStoreError):
+                self._log_lines(record_error_lines(exc, self.config.root))
+            raise StoreError(f'unable to recover server file "{path}": {exc}') from exc
+        return None if proto is None else _from_proto(proto)
+
+    def _replay_clients(self) -> ClientsReplay | None:
+        path = self._clients.path
+        if not os.path.exists(path):
+            with open(path, "xb") as f:  # the reference creates it at every open
+                f.write(VERSION_HEADER)
+            return None
+        try:
+            replay = replay_clients(
+                path, crc=self.env.check_crc, truncate_bad_eof=self.config.truncate_bad_eof
+            )
+            if replay.zero_tail_at is not None:
+                truncate_file(path, replay.zero_tail_at)
+        except (FileStoreError, OSError) as exc:
+            if isinstance(exc, FileStoreError):
+                self._log_lines(record_error_lines(exc, self.config.root))
+            raise StoreError(f'unable to recover client file "{path}": {exc}') from exc
+        self._log_lines(truncation_lines(replay.truncation_log))
+        return replay
+
+    def _recover_channels(self, names: list[str]) -> list[RecoveredChannel]:
+        cfg = self.config
+        now = time.time_ns()
+        jobs = []
+        for name in names:
+            lim = self.limits.for_channel(name)
+            jobs.append(
+                ChannelJob(
+                    root=cfg.root,
+                    name=name,
+                    limits=ChannelLimits(lim.max_msgs, lim.max_bytes, lim.max_age),
+                    now_ns=now,
+                    crc_poly=cfg.crc_poly,
+                    do_crc=cfg.do_crc,
+                    truncate_bad_eof=cfg.truncate_bad_eof,
+                    key_hash=self.env.key_hash,
+                )
+            )
+        workers = min(cfg.parallel_recovery, len(jobs))
+        use_processes = workers > 1 and store_size(cfg.root, names) >= recovery.PROCESS_THRESHOLD
+        progress = RecoveryProgress(len(jobs), self.log.notice, recovery.PROGRESS_INTERVAL)
+        results: dict[str, ChannelResult] = {}
+        for result in recover_channels(jobs, workers, progress, use_processes):
+            self._log_lines(result.log)
+            if result.error:
+                raise StoreError(result.error)
+            results[result.name] = result
+        if progress.elapsed() >= SUMMARY_AFTER_SECONDS:
+            self.log.notice(
+                f"Recovered {progress.messages:,} messages of {len(jobs)} channel(s) in "
+                f"{progress.elapsed():.2f}s ({progress.rate():,.0f} msgs/s)"
+            )
+        return [self._open_recovered(results[name]) for name in names]
+
+    def _open_recovered(self, result: ChannelResult) -> RecoveredChannel:
+        name = result.name
+        channel_dir = os.path.join(self.config.root, name)
+        limits = self.limits.for_channel(name)
+        slices = [
+            Slice(
+                number=info.number,
+                dat_path=info.dat_path,
+                idx_path=info.idx_path,
+                first_seq=info.first_seq,
+                last_seq=info.last_seq,
+                count=info.count,
+                total_bytes=info.total_bytes,
+                first_ts=info.first_timestamp,
+                last_ts=info.last_timestamp,
+                removed=info.removed,
+                seqs=result.seqs(i),
+            )
+            for i, info in enumerate(result.slices)
+        ]
+        for dropped in result.dropped:
+            self.env.remover.remove(name, dropped.dat_path, dropped.idx_path)
+        msgs = FileMessageStore(
+            self.env,
+            name,
+            channel_dir,
+            limits,
+            slices=slices,
+            first=result.first_seq,
+            last=result.last_seq,
+            count=result.count,
+            total_bytes=result.total_bytes,
+            next_number=result.next_number,
+        )
+        subs = FileSubscriptionStore(self.env, name, channel_dir, limits, result.subs)
+        store = ChannelStore(name, msgs, subs, limits)
+        self.channels[name] = store
+        return RecoveredChannel(store, subs.recovered())
+
+    def _log_lines(self, lines: Iterable[LogLine]) -> None:
+        emit = {"INF": self.log.notice, "WRN": self.log.warn, "ERR": self.log.error}
+        for level, text in lines:
+            emit[level](text)
+
+    def _default_server_info(self) -> ServerInfo:
+        cid = self.config.cluster_id
+        return ServerInfo(
+            cluster_id=cid,
+            discovery=f"{self.config.discover_prefix}.{cid}",
+            publish=f"_STAN.pub.{cid}",
+            subscribe=f"_STAN.sub.{cid}",
+            unsubscribe=f"_STAN.unsub.{cid}",
+            close=f"_STAN.close.{cid}",
+            sub_close=f"_STAN.subclose.{cid}",
+            acks_subs=f"_STAN.ack.{cid}",
+        )
+
+    # -- server info and clients ------------------------------------------------------
+
+    def init(self, info: ServerInfo) -> None:
+        self._start_background()
+        try:
+            write_server_file(self._server_path, _to_proto(info), crc=self.env.crc, atomic=True)
+        except (OSError, FileStoreError) as exc:
+            raise StoreError(f'unable to write server file "{self._server_path}": {exc}') from exc
+
+    def add_client(self, record: ClientRecord) -> None:
+        self._clients.add(record)
+
+    def delete_client(self, client_id: str) -> None:
+        self._clients.delete(client_id)
+
+    # -- channels ---------------------------------------------------------------------
+
+    def _new_channel(self, name: str, limits: Limits) -> ChannelStore:
+        channel_dir = os.path.join(self.config.root, name)
+        try:
+            os.makedirs(channel_dir, exist_ok=True)
+            subs = FileSubscriptionStore(self.env, name, channel_dir, limits)
+        except (OSError, FileStoreError) as exc:
+            raise StoreError(f"unable to create channel {name!r}: {exc}") from exc
+        msgs = FileMessageStore(self.env, name, channel_dir, limits)
+        return ChannelStore(name, msgs, subs, limits)
+
+    def delete_channel(self, name: str) -> None:
+        channel = self.channels.pop(name, None)
+        if channel is None:
+            return
+        for part in (channel.msgs, channel.subs):
+            assert isinstance(part, FileMessageStore | FileSubscriptionStore)
+            part.discard()  # no fsync of files about to be deleted
+        self._remove_channel(name)
+
+    def _remove_channel(self, name: str) -> None:
+        try:
+            shutil.rmtree(os.path.join(self.config.root, name))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"unable to delete channel {name!r}: {exc}") from exc
+
+    # -- background work --------------------------------------------------------------
+
+    def _start_background(self) -> None:
+        if self._ticker is not None or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # used without an event loop (tools, tests): no timers
+        self._loop = loop
+        self._next_auto_sync = time.monotonic() + self.config.auto_sync_ns / 1e9
+        self._ticker = loop.call_later(TICK_SECONDS, self._tick)
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self.env.pool.close_idle(IDLE_CLOSE_SECONDS)
+        now = time.monotonic()
+        for channel in self.channels.values():
+            assert isinstance(channel.msgs, FileMessageStore)
+            channel.msgs.drop_cache_if_idle(now)
+        if self.config.auto_sync_ns > 0 and time.monotonic() >= self._next_auto_sync:
+            self._next_auto_sync = time.monotonic() + self.config.auto_sync_ns / 1e9
+            task = self._loop.create_task(self._auto_sync())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        self._ticker = self._loop.call_later(TICK_SECONDS, self._tick)
+
+    async def _auto_sync(self) -> None:
+        for channel in self.channels.values():
+            assert isinstance(channel.subs, FileSubscriptionStore)
+            channel.subs.write_out()
+        try:
+            await self.env.syncer.sync()
+        except StoreError as exc:
+            self.log.error(f"Error during automatic sync: {exc}")
+
+    # -- closing ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        for task in self._background:
+            task.cancel()
+        try:
+            for channel in self.channels.values():  # hand every buffer to the OS, then
+                assert isinstance(channel.subs, FileSubscriptionStore)
+                channel.subs.write_out()
+            self.env.syncer.sync_now()  # one parallel fsync of everything, then close
+            super().close()
+            self._clients.close()
+        except OSError as exc:
+            raise StoreError(f"unable to close the store: {exc}") from exc
+        finally:
+            self.env.pool.close_all()
+            self.env.syncer.close()
+            self.env.remover.wait()
+            self._lock.release()
+
+
+def _from_proto(proto: spb.ServerInfo) -> ServerInfo:
+    return ServerInfo(
+        cluster_id=proto.ClusterID,
+        discovery=proto.Discovery,
+        publish=proto.Publish,
+        subscribe=proto.Subscribe,
+        unsubscribe=proto.Unsubscribe,
+        close=proto.Close,
+        sub_close=proto.SubClose,
+        acks_subs=proto.AcksSubs,
+        node_id=proto.NodeID,
+    )
+
+
+def _to_proto(info: ServerInfo) -> spb.ServerInfo:
+    return spb.ServerInfo(
+        ClusterID=info.cluster_id,
+        Discovery=info.discovery,
+        Publish=info.publish,
+        Subscribe=info.subscribe,
+        Unsubscribe=info.unsubscribe,
+        Close=info.close,
+        SubClose=info.sub_close,
+        AcksSubs=info.acks_subs,
+        NodeID=info.node_id,
+    )

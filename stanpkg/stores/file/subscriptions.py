@@ -1,0 +1,289 @@
+"""A channel's ``subs.dat`` (filestore.md §5): records appended through a buffer that
+reaches the OS (and disk) at the server's flush points, plus the state needed to compact
+the file on its own (§5.3).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from stanpkg.plan.limits import Limits
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import BaseSubscriptionStore, RecoveredSubscription, StoreError, SubRecord
+from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.handles import AppendFile
+from stanpkg.stores.filestore.errors import FileStoreError
+from stanpkg.stores.filestore.framing import RECORD_HEADER
+from stanpkg.stores.filestore.subsfile import (
+    SUB_ACK,
+    SUB_DELETE,
+    SUB_NEW,
+    SUB_SENT,
+    SUB_UPDATE,
+    SUBS_FILE,
+    SubscriptionRecord,
+    SubsFileWriter,
+    SubsReplay,
+    compact_subs_file,
+)
+
+__all__ = ["FileSubscriptionStore", "update_payload"]
+
+_pack_header = RECORD_HEADER.pack
+_SENT_HEADER = SUB_SENT << 24
+_ACK_HEADER = SUB_ACK << 24
+
+
+def _varint(value: int) -> bytes:
+    # Unrolled for the common sizes: this runs twice per message delivered and acked.
+    if value < 0x80:
+        return _SMALL[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL = tuple(bytes((i,)) for i in range(0x80))
+
+
+def update_payload(sub_id: int, seq: int) -> bytes:
+    """``spb.SubStateUpdate{ID, seqno}`` encoded by hand (the hot path: one per message
+    sent and one per ack); identical to ``SerializeToString``."""
+    out = b"\x08" + _varint(sub_id) if sub_id else b""
+    return out + b"\x10" + _varint(seq) if seq else out
+
+
+def to_sub_state(record: SubRecord) -> spb.SubState:
+    return spb.SubState(
+        ID=record.id,
+        clientID=record.client_id,
+        qGroup=record.qgroup,
+        inbox=record.inbox,
+        ackInbox=record.ack_inbox,
+        maxInFlight=record.max_inflight,
+        ackWaitInSecs=record.ack_wait_secs,
+        durableName=record.durable_name,
+        lastSent=record.last_sent,
+        isDurable=record.is_durable,
+        isClosed=record.is_closed,
+    )
+
+
+def to_sub_record(rec: SubscriptionRecord) -> SubRecord:
+    return SubRecord(
+        client_id=rec.client_id,
+        inbox=rec.inbox,
+        ack_inbox=rec.ack_inbox,
+        max_inflight=rec.max_in_flight,
+        ack_wait_secs=rec.ack_wait_seconds,
+        qgroup=rec.queue_group,
+        durable_name=rec.durable_name,
+        last_sent=rec.last_sent,
+        is_durable=rec.is_durable,
+        is_closed=rec.is_closed,
+        id=rec.id,
+    )
+
+
+class FileSubscriptionStore(BaseSubscriptionStore):
+    def __init__(
+        self,
+        env: StoreEnv,
+        channel: str,
+        channel_dir: str,
+        limits: Limits,
+        replay: SubsReplay | None = None,
+    ) -> None:
+        super().__init__(limits)
+        self.env = env
+        self.channel = channel
+        self.path = os.path.join(channel_dir, SUBS_FILE)
+        cfg = env.config
+        self._file: AppendFile[SubsFileWriter] = AppendFile(
+            env.pool,
+            self.path,
+            lambda: SubsFileWriter(self.path, crc=env.crc, buffer_size=cfg.buffer_size),
+        )
+        # Replay-equivalent state: what compaction rewrites.
+        self._states: dict[int, spb.SubState] = {}
+        self._pending: dict[int, set[int]] = {}
+        self._num_recs = self._del_recs = self._file_size = 0
+        self._last_compaction = float("-inf")  # the first compaction is not delayed
+        policy = env.config.compaction
+        # Below this file size no compaction is considered (a cheap test on every ack).
+        self._compact_floor = policy.min_size if policy.enabled else float("inf")
+        self._id_prefix: dict[int, bytes] = {}
+        if replay is not None:
+            self._load(replay)
+        self._file.writer()  # creates the file with its header, as the reference does
+
+    def _load(self, replay: SubsReplay) -> None:
+        self.note_id(replay.max_sub_id, live=False)
+        for sub_id, rec in replay.subs.items():
+            self._states[sub_id] = rec.to_proto()
+            self._pending[sub_id] = set(rec.pending)
+            self.note_id(sub_id, live=True)
+        self._num_recs = replay.num_recs
+        self._del_recs = replay.del_recs
+        self._file_size = replay.records_size
+
+    def recovered(self) -> list[RecoveredSubscription]:
+        out = []
+        for sub_id, state in self._states.items():
+            rec = SubscriptionRecord.from_proto(state, self._pending[sub_id])
+            out.append(RecoveredSubscription(to_sub_record(rec), sorted(rec.pending)))
+        return out
+
+    # -- records ----------------------------------------------------------------------
+
+    def _append(self, payload: bytes, rec_type: int) -> None:
+        try:
+            self._file.writer().append(payload, rec_type)
+        except (OSError, ValueError) as exc:
+            raise StoreError(
+                f"unable to write subscription record of {self.channel!r}: {exc}"
+            ) from exc
+        self._file_size += len(payload) + 8
+        self.env.syncer.mark_dirty(self._file)
+
+    def _persist_new(self, record: SubRecord) -> None:
+        state = to_sub_state(record)
+        self._append(state.SerializeToString(), SUB_NEW)
+        self._states[record.id] = state
+        self._pending[record.id] = set()
+        self._num_recs += 1
+
+    def update(self, record: SubRecord) -> None:
+        state = to_sub_state(record)
+        self._append(state.SerializeToString(), SUB_UPDATE)
+        if record.id in self._states:
+            self._del_recs += 1
+        else:
+            self._pending[record.id] = set()
+            self.note_id(record.id, live=True)
+        self._states[record.id] = state
+        self._num_recs += 1
+
+    def _persist_delete(self, sub_id: int) -> None:
+        self._append(spb.SubStateDelete(ID=sub_id).SerializeToString(), SUB_DELETE)
+        if self._states.pop(sub_id, None) is not None:
+            self._del_recs += 1 + len(self._pending.pop(sub_id, ()))
+        self._id_prefix.pop(sub_id, None)
+        self._maybe_compact()
+
+    def _prefix(self, sub_id: int) -> bytes:
+        """``ID`` field of SubStateUpdate, then the ``seqno`` tag."""
+        prefix = self._id_prefix.get(sub_id)
+        if prefix is None:
+            prefix = self._id_prefix[sub_id] = update_payload(sub_id, 0) + b"\x10"
+        return prefix
+
+    def record_sent(self, sub_id: int, sequences: Sequence[int]) -> None:
+        if not sequences:
+            return
+        crc, pack = self.env.crc, RECORD_HEADER.pack
+        prefix = self._prefix(sub_id)
+        parts = []
+        for seq in sequences:
+            payload = prefix + _varint(seq)
+            parts.append(pack(_SENT_HEADER | len(payload), crc(payload)))
+            parts.append(payload)
+        framed = b"".join(parts)
+        try:
+            self._file.writer().append_framed(framed)
+        except OSError as exc:
+            raise StoreError(
+                f"unable to write subscription record of {self.channel!r}: {exc}"
+            ) from exc
+        self._file_size += len(framed)
+        self.env.syncer.mark_dirty(self._file)
+        state = self._states.get(sub_id)
+        if state is None:
+            return
+        self._pending[sub_id].update(sequences)
+        highest = max(sequences)
+        if highest > state.lastSent:
+            state.lastSent = highest
+        self._num_recs += len(sequences)
+
+    def record_ack(self, sub_id: int, sequence: int) -> None:
+        payload = self._prefix(sub_id) + _varint(sequence)
+        framed = _pack_header(_ACK_HEADER | len(payload), self.env.crc(payload)) + payload
+        try:
+            self._file.writer().append_framed(framed)
+        except OSError as exc:
+            raise StoreError(
+                f"unable to write subscription record of {self.channel!r}: {exc}"
+            ) from exc
+        self._file_size += len(framed)
+        self.env.syncer.mark_dirty(self._file)
+        pending = self._pending.get(sub_id)
+        if pending is not None:
+            pending.discard(sequence)
+            self._del_recs += 1
+            if self._file_size >= self._compact_floor:
+                self._maybe_compact()
+
+    # -- compaction (§5.3) ------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        policy = self.env.config.compaction
+        if not policy.enabled:
+            return
+        if policy.min_size > 0 and self._file_size < policy.min_size:
+            return
+        frag = self._del_recs * 100 // self._num_recs if self._num_recs else 100
+        if frag < policy.fragmentation:
+            return
+        now = time.monotonic()
+        if now - self._last_compaction < policy.interval_s:
+            return
+        self._last_compaction = now
+        self.compact()
+
+    def compact(self) -> None:
+        """Rewrite subs.dat with the live subscriptions and their pending sequences."""
+        live = [
+            SubscriptionRecord.from_proto(state, self._pending[sub_id])
+            for sub_id, state in self._states.items()
+        ]
+        self._file.close()  # flushes the buffer; the file is replaced below
+        try:
+            size = compact_subs_file(self.env.config.root, self.channel, live, crc=self.env.crc)
+        except (OSError, FileStoreError) as exc:
+            self.env.log.error(f"Unable to compact subscriptions file of {self.channel!r}: {exc}")
+            return
+        self.env.syncer.forget(self._file)  # the new file was fsync'ed by the compaction
+        self._file_size = size
+        self._num_recs = len(live) + sum(len(r.pending) for r in live)
+        self._del_recs = 0
+
+    # -- durability -------------------------------------------------------------------
+
+    def write_out(self) -> None:
+        """Hand buffered records to the OS (no fsync)."""
+        self._file.write_out()
+
+    async def flush(self) -> None:
+        self._file.write_out()
+        if self.env.config.sync_on_flush:
+            await self.env.syncer.sync(self._file)
+
+    def discard(self) -> None:
+        """Close without syncing: the channel's files are about to be deleted."""
+        self.env.syncer.forget(self._file)
+        self._file.close()
+
+    def close(self) -> None:
+        self._file.write_out()
+        self.env.syncer.sync_now([self._file])
+        self._file.close()
