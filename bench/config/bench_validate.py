@@ -46,8 +46,9 @@ def wildcard_config(n: int) -> str:
 
 def time_validate(path: Path) -> float:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "stanpkg.cli", "validate", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stanpkg.cli", "validate", str(path)], capture_output=True, text=True
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"validate failed on {path}:\n{proc.stderr[-2000:]}")
@@ -70,8 +71,10 @@ def main() -> int:
                 seconds = time_validate(path) - baseline
                 per = seconds / (n * math.log2(n))
                 first = first or per
-                print(f"{n:>9} {kind:>9} {seconds:>8.2f} {seconds / n * 1e6:>11.1f} "
-                      f"{per / first:>17.2f}")
+                print(
+                    f"{n:>9} {kind:>9} {seconds:>8.2f} {seconds / n * 1e6:>11.1f} "
+                    f"{per / first:>17.2f}"
+                )
     print(f"(process start-up and an empty validate, {baseline:.2f}s, subtracted)")
     return 0
 

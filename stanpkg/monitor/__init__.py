@@ -1,1 +1,16 @@
-"""stanpkg.monitor"""
+"""Monitoring: the reference's ``/streaming/*`` endpoints, ``/metrics`` for Prometheus,
+and the embedded nats-server's own endpoints, on the ``-m``/``-ms`` port.
+
+* ``service`` — the HTTP(S) listener (``MonitorServer``), started by ``server.main``;
+* ``routes`` — request handlers; ``proxy`` — NATS endpoints forwarded to nats-server;
+* ``documents`` — the JSON documents; ``gojson`` — Go's JSON/time/Atoi details;
+* ``metrics`` — the Prometheus exposition (prometheus-nats-exporter names and labels);
+* ``pacing`` — what keeps big answers from stalling the server's event loop.
+
+Everything is read through ``stanpkg.server.views.ServerView`` at request time; nothing is
+counted per message for monitoring's sake.
+"""
+
+from stanpkg.monitor.service import MonitorConfig, MonitorServer, monitor_config
+
+__all__ = ["MonitorConfig", "MonitorServer", "monitor_config"]

@@ -35,11 +35,14 @@ _Ack = pb.Ack
 
 
 class DeliveryStats:
-    __slots__ = ("out_bytes", "out_msgs")
+    """Counters read by monitoring: every MsgProto sent, and how many were resends."""
+
+    __slots__ = ("out_bytes", "out_msgs", "redelivered_msgs")
 
     def __init__(self) -> None:
         self.out_msgs = 0
         self.out_bytes = 0
+        self.redelivered_msgs = 0
 
 
 class Delivery:
@@ -302,6 +305,7 @@ class Delivery:
             return False
         self.stats.out_msgs += 1
         self.stats.out_bytes += len(data)
+        self.stats.redelivered_msgs += 1
         sub.pending.pop(seq, None)
         sub.pending[seq] = now + sub.ack_wait
         return True
@@ -335,6 +339,7 @@ class Delivery:
             return
         self.stats.out_msgs += 1
         self.stats.out_bytes += len(data)
+        self.stats.redelivered_msgs += 1
         expires = now + target.ack_wait
         target.pending[seq] = expires
         if seq > target.last_sent:

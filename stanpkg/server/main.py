@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from stanpkg.monitor.service import MonitorServer, monitor_config
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
@@ -31,6 +32,8 @@ from stanpkg.transport.tls import tls_context_from_options
 __all__ = ["VERSION", "embedded_config", "run", "send_signal"]
 
 VERSION = "0.25.6"  # the reference release whose behaviour is implemented
+GO_VERSION = f"python{platform.python_version()}"  # what the reference calls its Go version
+_MONITOR_LINE = "Starting http monitor on "
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -59,11 +62,13 @@ def run(plan: Plan) -> int:
 
 def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
     ns = plan.nats_server
+    # The streaming server owns the public monitoring port (stanpkg.monitor) and forwards
+    # the NATS endpoints to nats-server's monitor on a private loopback port.
+    monitored = bool(ns.http_port or ns.https_port)
     return EmbeddedNatsConfig(
         host=ns.host,
         port=ns.port,
-        http_port=ns.http_port,
-        https_port=ns.https_port,
+        internal_monitor_port=-1 if monitored else 0,
         user=ns.user,
         password=ns.password.reveal(),
         token=ns.token.reveal(),
@@ -86,6 +91,7 @@ class _Process:
         self.log = log
         self.nats: EmbeddedNatsServer | None = None
         self.server: StreamingServer | None = None
+        self.monitor: MonitorServer | None = None
         self.done: asyncio.Future[int]
         self._nats_ready = asyncio.Event()
 
@@ -96,7 +102,7 @@ class _Process:
         server_id = next_nuid()
         log.notice(f"Starting nats-streaming-server[{plan.cluster_id}] version {VERSION}")
         log.notice(f"ServerID: {server_id}")
-        log.notice(f"Go version: python{platform.python_version()}")
+        log.notice(f"Go version: {GO_VERSION}")
         log.notice("Git commit: [not set]")
         self._install_signals(loop)
         try:
@@ -115,6 +121,12 @@ class _Process:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
         store = create_store(plan, log)
         self.server = StreamingServer(plan, store, log, server_id=server_id, on_fatal=self._fatal)
+        monitoring = monitor_config(plan)
+        if monitoring is not None:
+            self.monitor = MonitorServer(
+                self.server, monitoring, version=VERSION, go_version=GO_VERSION, log=log
+            )
+            await self.monitor.start()
         if plan.embedded_nats:
             self.nats = EmbeddedNatsServer(
                 embedded_config(plan), on_log=self._nats_log, on_exit=self._nats_exited
@@ -124,8 +136,12 @@ class _Process:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nats_ready.wait(), 2.0)
             url = self.nats.client_url
+            if self.monitor is not None:
+                self.monitor.nats_monitor_port = self.nats.internal_monitor_port
         else:
             url = plan.nats_server_url
+            if self.monitor is not None:
+                self.log.nats_line(self.monitor.listen_line)
         if plan.tls.skip_verify:
             log.warn(
                 "TLS certificate chain and hostname will not be verified. DO NOT USE IN PRODUCTION!"
@@ -146,6 +162,9 @@ class _Process:
     def _nats_log(self, line: str) -> None:
         if line.endswith("Server is ready"):
             self._nats_ready.set()
+        if self.monitor is not None and _MONITOR_LINE in line:
+            # nats-server announces its private monitor; the public one is ours.
+            line = line[: line.index(_MONITOR_LINE)] + self.monitor.listen_line
         # The child reads a generated file; report the configuration file the user gave.
         marker = "Using configuration file: "
         if marker in line:
@@ -177,6 +196,9 @@ class _Process:
             loop.add_signal_handler(signal.SIGHUP, lambda: None)  # ignored, as the reference
 
     async def _shutdown(self) -> None:
+        if self.monitor is not None:  # first: no request may see a half-stopped server
+            with contextlib.suppress(Exception):
+                await self.monitor.stop()
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await self.server.stop()

@@ -91,8 +91,6 @@ class PublishPipeline:
     # -- intake (called from the NATS read loop) --------------------------------------
 
     def on_publish(self, subject: str, reply: str, payload: bytes) -> None:
-        self.in_msgs += 1
-        self.in_bytes += len(payload)
         try:
             pm = _PubMsg.FromString(payload)
         except DecodeError:
@@ -100,6 +98,9 @@ class PublishPipeline:
                 self.server.log.error(f"Received invalid client publish message on {subject}")
                 self._reply_error(reply, "", errors.INVALID_PUB_REQ)
             return
+        # Counted once decoded, before any other validation (monitoring.md §2).
+        self.in_msgs += 1
+        self.in_bytes += len(payload)
         guid, channel = pm.guid, pm.subject
         if not guid or (channel not in self._valid_names and not self._valid_channel(channel)):
             self.server.log.error(

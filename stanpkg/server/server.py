@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,9 @@ class StreamingServer:
         self._nuid = Nuid()
         self.server_id = server_id or self._nuid.next()
         self.on_fatal = on_fatal
+        # Monitoring's start_time (wall clock) and uptime (monotonic).
+        self.start_time_ns = time.time_ns()
+        self.start_monotonic = time.monotonic()
         self.info = fresh_server_info(plan)
         self.clients = ClientRegistry()
         self.partitions: Partitions | None = None
@@ -101,6 +105,17 @@ class StreamingServer:
         self.acks_conn: NatsConnection
         self.channels: ChannelRegistry
         self.delivery: Delivery
+
+    @property
+    def state(self) -> str:
+        """The reference's server state names, as monitoring reports them."""
+        if self._stopping:
+            return "SHUTDOWN"
+        if self.plan.cluster.clustered:
+            return "CLUSTERED"
+        if self.plan.ft_group:
+            return "FT_ACTIVE" if self.ready else "FT_STANDBY"
+        return "STANDALONE"
 
     @property
     def ping_subject(self) -> str:

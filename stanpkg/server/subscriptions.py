@@ -117,7 +117,15 @@ class Subscription:
 class QueueGroup:
     """Members sharing one stream of messages; ``last_sent`` is the group's position."""
 
-    __slots__ = ("durable", "last_sent", "members", "name", "redeliveries", "shadow")
+    __slots__ = (
+        "durable",
+        "last_sent",
+        "members",
+        "name",
+        "redeliveries",
+        "shadow",
+        "shadow_client_id",
+    )
 
     def __init__(self, name: str, durable: bool) -> None:
         self.name = name
@@ -126,4 +134,7 @@ class QueueGroup:
         self.last_sent = 0
         # Last member of a durable group that closed: keeps the position and pending.
         self.shadow: Subscription | None = None
+        # The shadow's stored record has no client ID; monitoring still shows the last
+        # member's (empty for a shadow recovered from the store, as the reference).
+        self.shadow_client_id = ""
         self.redeliveries: dict[int, int] = {}

@@ -139,6 +139,7 @@ class Removals:
             return
         if group.durable and not unsubscribe:
             # The group survives as a shadow: position and pending messages kept.
+            group.shadow_client_id = sub.record.client_id
             sub.record.client_id = ""
             sub.last_sent = group.last_sent
             store.update(sub.to_record())

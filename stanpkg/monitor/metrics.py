@@ -1,0 +1,278 @@
+"""``/metrics``: the server state in the Prometheus text format, read at scrape time.
+
+Metric names, types, help texts and labels are those of the prometheus-nats-exporter's
+streaming collector (``-serverz -channelz``), so dashboards built on it keep working;
+the ``stanpkg extras`` below add what it lacked. Nothing is counted per message for
+this: a scrape walks the registries once (:func:`collect`, on the event loop, paced)
+and renders that snapshot in a worker thread (:func:`render`).
+
+The text is written here rather than by ``prometheus_client.generate_latest``: the
+exporter's counters ``nss_server_msgs_in`` & co. have no ``_total`` suffix, which
+prometheus_client's counters always add, and its generic per-sample formatting takes
+seconds for the 300k+ samples of 100k subscriptions (see bench/monitor/README.md).
+The process metrics (``process_*``, ``python_*``) come from prometheus_client.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from stanpkg.monitor.gojson import go_time
+from stanpkg.monitor.pacing import Pacer
+from stanpkg.server.views import ChannelView, ServerTotals, ServerView, SubscriptionView
+
+__all__ = ["CONTENT_TYPE", "Family", "MetricsSnapshot", "collect", "render", "render_gzip"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_CHUNK_LINES = 2048
+
+Row = TypeVar("Row")
+
+
+class Family(NamedTuple):
+    name: str
+    type: str  # "counter" | "gauge"
+    help: str
+
+
+# -- the exporter's families (collector/streaming.go) ------------------------------------
+# Server families carry ``server_id``; channel families ``server_id, server_role,
+# channel``; subscription families add ``client_id, inbox, queue_name, is_durable,
+# is_offline, durable_name``.
+
+SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
+    (Family("nss_server_bytes_total", "counter", "Total of bytes"), lambda t: t.total_bytes),
+    (Family("nss_server_msgs_total", "counter", "Total of messages"), lambda t: t.total_msgs),
+    (Family("nss_server_bytes_in", "counter", "Incoming bytes"), lambda t: t.in_bytes),
+    (Family("nss_server_bytes_out", "counter", "Outgoing bytes"), lambda t: t.out_bytes),
+    (Family("nss_server_msgs_in", "counter", "Incoming messages"), lambda t: t.in_msgs),
+    (Family("nss_server_msgs_out", "counter", "Outgoing messages"), lambda t: t.out_msgs),
+    (Family("nss_server_channels", "counter", "Total channels"), lambda t: t.channels),
+    (
+        Family("nss_server_subscriptions", "counter", "Total subscriptions"),
+        lambda t: t.subscriptions,
+    ),
+    (Family("nss_server_clients", "counter", "Total clients"), lambda t: t.clients),
+    # stanpkg extra
+    (
+        Family("nss_server_msgs_redelivered", "counter", "Messages sent again (stanpkg)"),
+        lambda t: t.redelivered_msgs,
+    ),
+)
+SERVER_ACTIVE = Family("nss_server_active", "gauge", "Active server")
+SERVER_INFO = Family("nss_server_info", "gauge", "Info")
+
+CHANNEL_FAMILIES: tuple[tuple[Family, Callable[[ChannelView], float]], ...] = (
+    (Family("nss_chan_bytes_total", "gauge", "Total of bytes"), lambda c: c.bytes),
+    (Family("nss_chan_msgs_total", "gauge", "Total of messages"), lambda c: c.msgs),
+    (Family("nss_chan_last_seq", "gauge", "Last seq"), lambda c: c.last_seq),
+    # stanpkg extras: the first available sequence, subscriptions and the limits
+    # (0 = unlimited) of each channel.
+    (Family("nss_chan_first_seq", "gauge", "First seq (stanpkg)"), lambda c: c.first_seq),
+    (
+        Family("nss_chan_subscriptions", "gauge", "Subscriptions, offline ones included (stanpkg)"),
+        lambda c: c.subs_count,
+    ),
+    (
+        Family("nss_chan_limit_msgs", "gauge", "Channel limit: max messages, 0 = unlimited"),
+        lambda c: c.limits.max_msgs,
+    ),
+    (
+        Family("nss_chan_limit_bytes", "gauge", "Channel limit: max bytes, 0 = unlimited"),
+        lambda c: c.limits.max_bytes,
+    ),
+    (
+        Family("nss_chan_limit_age_seconds", "gauge", "Channel limit: max age, 0 = unlimited"),
+        lambda c: c.limits.max_age / 1e9,
+    ),
+    (
+        Family(
+            "nss_chan_limit_subscriptions",
+            "gauge",
+            "Channel limit: max subscriptions, 0 = unlimited",
+        ),
+        lambda c: c.limits.max_subs,
+    ),
+    (
+        Family(
+            "nss_chan_limit_inactivity_seconds",
+            "gauge",
+            "Channel limit: deleted after this long without subscriptions, 0 = never",
+        ),
+        lambda c: c.limits.max_inactivity / 1e9,
+    ),
+)
+
+SUBSCRIPTION_FAMILIES: tuple[tuple[Family, Callable[[SubscriptionView], int]], ...] = (
+    (Family("nss_chan_subs_last_sent", "gauge", "Last message sent"), lambda s: s.last_sent),
+    (
+        Family("nss_chan_subs_pending_count", "gauge", "Pending message count"),
+        lambda s: s.pending_count,
+    ),
+    (
+        Family("nss_chan_subs_max_inflight", "gauge", "Max in flight message count"),
+        lambda s: s.max_inflight,
+    ),
+    # stanpkg extras
+    (
+        Family("nss_chan_subs_is_stalled", "gauge", "1 while pending reached max in flight"),
+        lambda s: int(s.is_stalled),
+    ),
+    (
+        Family(
+            "nss_chan_subs_redelivered_pending",
+            "gauge",
+            "Pending messages that were redelivered at least once",
+        ),
+        lambda s: s.redelivered_pending,
+    ),
+)
+
+
+# -- snapshot (event loop) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    server_id: str
+    role: str
+    info: dict[str, str]  # nss_server_info labels
+    active: bool
+    totals: ServerTotals
+    channels: list[tuple[ChannelView, list[SubscriptionView]]]
+
+
+def _is_active(state: str, role: str) -> bool:
+    """The server that answers clients: standalone, FT active, or the Raft leader."""
+    return state in ("STANDALONE", "FT_ACTIVE") or (state == "CLUSTERED" and role == "Leader")
+
+
+async def collect(view: ServerView, *, version: str, go_version: str) -> MetricsSnapshot:
+    """Read everything a scrape shows; yields to the loop between channels."""
+    pacer = Pacer()
+    channels: list[tuple[ChannelView, list[SubscriptionView]]] = []
+    for name in view.channel_names():
+        channel = view.channel(name)
+        if channel is not None:  # it may have been deleted while we yielded
+            channels.append((channel, view.channel_subscriptions(name)))
+        await pacer.pause()
+    state, role = view.state, view.role
+    info = {
+        "server_id": view.server_id,
+        "cluster_id": view.cluster_id,
+        "version": version,
+        "go_version": go_version,
+        "state": state,
+        "role": role,
+        "start_time": go_time(view.start_time_ns),
+    }
+    totals = view.totals([channel for channel, _ in channels])
+    return MetricsSnapshot(view.server_id, role, info, _is_active(state, role), totals, channels)
+
+
+# -- rendering (worker thread) ----------------------------------------------------------
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    # Sorted by name, as the Go client prints them.
+    return ",".join(f'{name}="{_escape(value)}"' for name, value in sorted(pairs))
+
+
+def _header(family: Family) -> str:
+    return f"# HELP {family.name} {family.help}\n# TYPE {family.name} {family.type}\n"
+
+
+def _subscription_labels(server_part: str, channel_part: str, sub: SubscriptionView) -> str:
+    """The exporter's label values: booleans as Go's ``FormatBool``; a durable queue
+    group's ``<durable>:<group>`` split into ``durable_name`` and ``queue_name``."""
+    durable_name, queue_name = sub.durable_name, sub.queue_name
+    if sub.is_durable and queue_name:
+        durable_name, _, queue_name = queue_name.partition(":")
+    # Label names in sorted order (channel < client_id < ... < server_id < server_role),
+    # written out for speed: this runs once per subscription.
+    return (
+        f'{channel_part},client_id="{_escape(sub.client_id)}",'
+        f'durable_name="{_escape(durable_name)}",inbox="{_escape(sub.inbox)}",'
+        f'is_durable="{"true" if sub.is_durable else "false"}",'
+        f'is_offline="{"true" if sub.is_offline else "false"}",'
+        f'queue_name="{_escape(queue_name)}",{server_part}'
+    )
+
+
+def _family_text(
+    family: Family, rows: list[tuple[str, Row]], value_of: Callable[[Row], float]
+) -> Iterator[str]:
+    """One family's text in pieces of ``_CHUNK_LINES`` lines: each join/encode is one C
+    call holding the GIL, kept short so the event-loop thread gets it back often."""
+    name = family.name
+    yield _header(family)
+    for start in range(0, len(rows), _CHUNK_LINES):
+        chunk = rows[start : start + _CHUNK_LINES]
+        yield "".join([f"{name}{{{labels}}} {value_of(item)}\n" for labels, item in chunk])
+
+
+def _render_parts(snapshot: MetricsSnapshot) -> Iterator[str]:
+    """The exposition text, piece by piece (encoded and compressed piecewise)."""
+    server_label = f'server_id="{_escape(snapshot.server_id)}"'
+    totals = snapshot.totals
+    for family, value_of in SERVER_FAMILIES:
+        yield f"{_header(family)}{family.name}{{{server_label}}} {value_of(totals)}\n"
+    active = 1 if snapshot.active else 0
+    yield f"{_header(SERVER_ACTIVE)}{SERVER_ACTIVE.name}{{{server_label}}} {active}\n"
+    info = _labels(snapshot.info.items())
+    yield f"{_header(SERVER_INFO)}{SERVER_INFO.name}{{{info}}} 1\n"
+
+    server_part = f'{server_label},server_role="{_escape(snapshot.role)}"'
+    channel_rows: list[tuple[str, ChannelView]] = []
+    sub_rows: list[tuple[str, SubscriptionView]] = []
+    for channel, subs in snapshot.channels:
+        channel_part = f'channel="{_escape(channel.name)}"'
+        channel_rows.append((f"{channel_part},{server_part}", channel))
+        sub_rows.extend((_subscription_labels(server_part, channel_part, sub), sub) for sub in subs)
+    for family, channel_value in CHANNEL_FAMILIES:
+        yield from _family_text(family, channel_rows, channel_value)
+    for family, sub_value in SUBSCRIPTION_FAMILIES:
+        yield from _family_text(family, sub_rows, sub_value)
+    while sub_rows:  # freed a chunk at a time: one big free would hold the GIL
+        del sub_rows[-_CHUNK_LINES:]
+
+
+_PROCESS_REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=_PROCESS_REGISTRY)
+PlatformCollector(registry=_PROCESS_REGISTRY)
+GCCollector(registry=_PROCESS_REGISTRY)
+
+
+def _process_metrics() -> bytes:
+    return generate_latest(_PROCESS_REGISTRY)
+
+
+def render(snapshot: MetricsSnapshot) -> list[bytes]:
+    """The body in pieces (written one by one: ~100 MB for 100k subscriptions)."""
+    pieces = [part.encode() for part in _render_parts(snapshot)]
+    pieces.append(_process_metrics())
+    return pieces
+
+
+def render_gzip(snapshot: MetricsSnapshot) -> list[bytes]:
+    """The gzip-compressed body, compressed piece by piece: the uncompressed text never
+    exists in one piece."""
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    pieces = [compressor.compress(part.encode()) for part in _render_parts(snapshot)]
+    pieces.append(compressor.compress(_process_metrics()))
+    pieces.append(compressor.flush())
+    return [piece for piece in pieces if piece]

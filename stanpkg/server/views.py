@@ -1,0 +1,268 @@
+"""Read-only views of the server state, for monitoring (``stanpkg.monitor``).
+
+The monitor never reads the live objects itself: it asks :class:`ServerView` for plain
+tuples, built on demand from the registries. Everything here is synchronous and must be
+called from the event-loop thread; a caller that walks many channels may yield to the
+loop between two channels (each channel is viewed in one go).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, NamedTuple
+
+from stanpkg.plan.limits import Limits, StoreLimits
+
+if TYPE_CHECKING:
+    from stanpkg.server.channels import Channel, ChannelRegistry
+    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.subscriptions import QueueGroup, Subscription
+
+__all__ = [
+    "ChannelView",
+    "ClientView",
+    "ServerTotals",
+    "ServerView",
+    "SubscriptionView",
+]
+
+
+class SubscriptionView(NamedTuple):
+    client_id: str
+    inbox: str
+    ack_inbox: str
+    durable_name: str  # plain durables only
+    queue_name: str  # durable queue groups: "<durable>:<group>"
+    is_durable: bool
+    is_offline: bool  # offline durables and durable queue shadows
+    max_inflight: int
+    ack_wait: int  # seconds
+    last_sent: int
+    pending_count: int
+    is_stalled: bool
+    redelivered_pending: int  # unacknowledged messages redelivered at least once
+
+
+class ChannelView(NamedTuple):
+    name: str
+    msgs: int
+    bytes: int
+    first_seq: int
+    last_seq: int
+    subs_count: int  # every subscription, offline durables and shadows included
+    limits: Limits
+
+
+class ClientView(NamedTuple):
+    id: str
+    hb_inbox: str
+    subs_count: int  # online subscriptions only
+
+
+class ServerTotals(NamedTuple):
+    clients: int
+    subscriptions: int
+    channels: int
+    total_msgs: int
+    total_bytes: int
+    in_msgs: int
+    in_bytes: int
+    out_msgs: int
+    out_bytes: int
+    redelivered_msgs: int
+
+
+def _redelivered_pending(sub: Subscription) -> int:
+    # A queue group's members share one redelivery map: count this member's part.
+    redeliveries = sub.redeliveries
+    if not redeliveries:
+        return 0
+    pending = sub.pending
+    small, large = (
+        (redeliveries, pending) if len(redeliveries) < len(pending) else (pending, redeliveries)
+    )
+    return sum(1 for seq in small if seq in large)
+
+
+def _view(sub: Subscription, client_id: str) -> SubscriptionView:
+    record = sub.record
+    return SubscriptionView(
+        client_id,
+        sub.inbox,
+        record.ack_inbox,
+        record.durable_name,
+        record.qgroup,
+        record.is_durable,
+        sub.client is None,
+        sub.max_inflight,
+        int(sub.ack_wait),
+        sub.last_sent,
+        len(sub.pending),
+        sub.stalled,
+        _redelivered_pending(sub),
+    )
+
+
+def _count_subscriptions(channel: Channel) -> int:
+    offline_durables = sum(1 for sub in channel.durables.values() if sub.client is None)
+    grouped = sum(
+        len(group.members) + (group.shadow is not None) for group in channel.groups.values()
+    )
+    return len(channel.plain) + offline_durables + grouped
+
+
+def _shadow_view(group: QueueGroup, shadow: Subscription) -> SubscriptionView:
+    return _view(shadow, shadow.record.client_id or group.shadow_client_id)
+
+
+def view_channel(channel: Channel) -> ChannelView:
+    msgs = channel.msgs
+    count, size = msgs.state()
+    return ChannelView(
+        channel.name,
+        count,
+        size,
+        msgs.first_sequence,
+        msgs.last_sequence,
+        _count_subscriptions(channel),
+        channel.limits,
+    )
+
+
+def view_channel_subscriptions(channel: Channel) -> list[SubscriptionView]:
+    """Plain subscriptions and online durables, then offline durables, then each queue
+    group's members followed by its shadow (monitoring.md §5.3)."""
+    views = [_view(sub, sub.record.client_id) for sub in channel.plain]
+    views.extend(
+        _view(sub, sub.record.client_id) for sub in channel.durables.values() if sub.client is None
+    )
+    for group in channel.groups.values():
+        views.extend(_view(sub, sub.record.client_id) for sub in group.members)
+        if group.shadow is not None:
+            views.append(_shadow_view(group, group.shadow))
+    return views
+
+
+class ServerView:
+    """What monitoring may read of one :class:`StreamingServer`."""
+
+    def __init__(self, server: StreamingServer) -> None:
+        self._server = server
+
+    # -- identity and state ---------------------------------------------------------
+
+    @property
+    def server_id(self) -> str:
+        return self._server.server_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._server.info.cluster_id
+
+    @property
+    def state(self) -> str:
+        return self._server.state
+
+    @property
+    def role(self) -> str:
+        """Raft role of a clustered node; empty otherwise (no clustering here yet)."""
+        return ""
+
+    @property
+    def node_id(self) -> str:
+        return self._server.info.node_id if self._server.plan.cluster.clustered else ""
+
+    @property
+    def start_time_ns(self) -> int:
+        return self._server.start_time_ns
+
+    @property
+    def uptime_seconds(self) -> float:
+        return time.monotonic() - self._server.start_monotonic
+
+    @property
+    def store_type(self) -> str:
+        return self._server.plan.store_label
+
+    @property
+    def store_limits(self) -> StoreLimits:
+        return self._server.plan.store_limits
+
+    # -- channels -------------------------------------------------------------------
+
+    def _registry(self) -> ChannelRegistry | None:
+        # Created by start(): a request may come in while the server is recovering.
+        registry: ChannelRegistry | None = getattr(self._server, "channels", None)
+        return registry
+
+    def channel_names(self) -> list[str]:
+        """Sorted byte-wise (code point order is UTF-8 byte order)."""
+        registry = self._registry()
+        return sorted(registry.channels) if registry is not None else []
+
+    def channel(self, name: str) -> ChannelView | None:
+        registry = self._registry()
+        channel = registry.get(name) if registry is not None else None
+        return view_channel(channel) if channel is not None else None
+
+    def channel_subscriptions(self, name: str) -> list[SubscriptionView]:
+        registry = self._registry()
+        channel = registry.get(name) if registry is not None else None
+        return view_channel_subscriptions(channel) if channel is not None else []
+
+    # -- clients --------------------------------------------------------------------
+
+    def client_ids(self) -> list[str]:
+        return sorted(self._server.clients.by_id)
+
+    def client(self, client_id: str) -> ClientView | None:
+        client = self._server.clients.get(client_id)
+        if client is None:
+            return None
+        return ClientView(client.id, client.hb_inbox, len(client.subs))
+
+    def client_subscriptions(self, client_id: str) -> dict[str, list[SubscriptionView]]:
+        """Channel name → the client's subscriptions on it, in the client's order."""
+        client = self._server.clients.get(client_id)
+        by_channel: dict[str, list[SubscriptionView]] = {}
+        if client is not None:
+            for sub in client.subs:
+                view = _view(sub, sub.record.client_id)
+                by_channel.setdefault(sub.channel.name, []).append(view)
+        return by_channel
+
+    # -- totals ---------------------------------------------------------------------
+
+    def totals(self, channels: list[ChannelView] | None = None) -> ServerTotals:
+        """Server-wide counts; summed over ``channels`` when the caller has just viewed
+        every channel (saves a second walk), else over the registry."""
+        server = self._server
+        if channels is not None:
+            count = len(channels)
+            msgs = sum(channel.msgs for channel in channels)
+            size = sum(channel.bytes for channel in channels)
+            subs = sum(channel.subs_count for channel in channels)
+        else:  # no view objects: this runs on every serverz/storez request
+            registry = self._registry()
+            live = list(registry.channels.values()) if registry is not None else []
+            count, msgs, size, subs = len(live), 0, 0, 0
+            for channel in live:
+                stored, nbytes = channel.msgs.state()
+                msgs += stored
+                size += nbytes
+                subs += _count_subscriptions(channel)
+        publisher = server.publisher
+        delivery = getattr(server, "delivery", None)
+        stats = delivery.stats if delivery is not None else None
+        return ServerTotals(
+            clients=len(server.clients),
+            subscriptions=subs,
+            channels=count,
+            total_msgs=msgs,
+            total_bytes=size,
+            in_msgs=publisher.in_msgs,
+            in_bytes=publisher.in_bytes,
+            out_msgs=stats.out_msgs if stats is not None else 0,
+            out_bytes=stats.out_bytes if stats is not None else 0,
+            redelivered_msgs=stats.redelivered_msgs if stats is not None else 0,
+        )
