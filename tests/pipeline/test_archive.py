@@ -6,6 +6,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,9 +140,40 @@ def test_missing_files_fail(tmp_path: Path) -> None:
     assert archive.main(["c", str(missing), str(missing) + "x"]) == 1
 
 
-@pytest.mark.skip(
-    reason="needs stanpkg's FILE store server (not built yet): a server configured with "
-    "slice_archive_script = this script, dropping slices by max_msgs while publishing"
-)
-def test_server_drops_slices_through_the_archive_script() -> None:
-    raise AssertionError("placeholder for the end-to-end test with the FILE store server")
+@pytest.mark.slow
+def test_server_drops_slices_through_the_archive_script(tmp_path: Path) -> None:
+    """A FILE store server with slice_archive_script = the archive command drops slices by
+    max_msgs while a client publishes; the archive then holds every dropped message."""
+    import asyncio
+
+    from tests.server.stan_client import StanClient
+    from tests.stores.file.helpers import running_server
+
+    script = tmp_path / "archive-slice"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m stanpkg.pipeline.archive "$@"\n')
+    script.chmod(0o755)
+    root = tmp_path / "datastore"
+    args = ["-cid", "arch", "-st", "file", "--dir", str(root), "-mm", "8",
+            "--file_slice_max_msgs", "4", "--file_slice_archive_script", str(script)]  # fmt: skip
+
+    async def publish(url: str) -> None:
+        client = await StanClient.connect(url, "arch", "pub")
+        for i in range(1, 31):
+            await client.publish("orders.new", f"m{i}".encode())
+        await client.close()
+
+    with running_server(args, tmp_path / "server.log") as server:
+        asyncio.run(publish(server.url))
+        archived = tmp_path / "datastore.archive" / "orders.new"
+        for _ in range(100):  # the server runs the script in the background
+            if len(list(archived.glob("msgs.*.dat"))) >= 5:
+                break
+            time.sleep(0.1)
+    assert "Error invoking archive script" not in server.log()
+    assert not list((root / "orders.new").glob("*.bak"))
+    options = ReadOptions.parse({"path": str(root), "includeArchived": "true"}, environ={})
+    tasks = plan_read(options).tasks
+    origins = {t.origin for t in tasks}
+    assert origins == {"archived", "live"}
+    covered = sorted(seq for t in tasks for seq in range(t.slice.first_seq, t.slice.last_seq + 1))
+    assert covered == list(range(1, 31))
