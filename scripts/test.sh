@@ -10,6 +10,7 @@ need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'" \
 ensure_venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 bash scripts/install-java.sh      # Spark (the pipeline tests) runs on Java 17
+bash packaging/install-tools.sh test   # dpkg/rpm/lintian/debootstrap/ansible/... for packaging tests
 # PostgreSQL and MariaDB on loopback for the SQL store tests; exports STANPKG_TEST_*_DSN.
 eval "$(bash scripts/start-databases.sh)"
 

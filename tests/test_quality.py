@@ -17,12 +17,24 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_check() -> None:
-    proc = _run(str(BIN / "ruff"), "check", "stanpkg", "tests", "bench")
+    proc = _run(
+        str(BIN / "ruff"), "check", "stanpkg", "tests", "bench", "packaging", "windows", "ansible"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_ruff_format() -> None:
-    proc = _run(str(BIN / "ruff"), "format", "--check", "stanpkg", "tests", "bench")
+    proc = _run(
+        str(BIN / "ruff"),
+        "format",
+        "--check",
+        "stanpkg",
+        "tests",
+        "bench",
+        "packaging",
+        "windows",
+        "ansible",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -1,0 +1,53 @@
+# Distribution artifacts. `make dist` on a clean checkout builds every one into dist/,
+# installing the Debian build tools it needs first (packaging/install-tools.sh).
+#   dist/stanpkg-V-py3-none-any.whl, dist/stanpkg-V.tar.gz   pip
+#   dist/stanpkg_V-R_amd64.deb                                 apt
+#   dist/stanpkg-V-R.x86_64.rpm                                dnf/yum/zypper
+#   dist/stanpkg.V.nupkg                                       choco
+#   dist/stanpkg.rb                                            brew (formula for the sdist)
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= .venv/bin/python
+# The deb/rpm/nupkg/formula are made from the wheel, sdist and wheelhouse of `make python`.
+NEED_PYTHON = @test -d build/packaging/wheelhouse || $(MAKE) --no-print-directory python
+
+.PHONY: dist tools python deb rpm nupkg homebrew lint-packaging clean-dist
+
+# Sequential on purpose: every artifact is made from the same `make python` output.
+dist:
+	$(MAKE) --no-print-directory tools
+	$(MAKE) --no-print-directory python
+	$(MAKE) --no-print-directory deb rpm nupkg homebrew
+	@ls -l dist/
+
+tools:
+	bash packaging/install-tools.sh build
+
+python:
+	bash packaging/build-python.sh
+
+deb:
+	$(NEED_PYTHON)
+	bash packaging/deb/build.sh
+
+rpm:
+	$(NEED_PYTHON)
+	bash packaging/rpm/build.sh
+
+nupkg:
+	$(NEED_PYTHON)
+	$(PYTHON) windows/chocolatey/build_nupkg.py
+
+homebrew:
+	$(NEED_PYTHON)
+	$(PYTHON) packaging/homebrew/render_formula.py
+
+# The checkers the tests run, by hand: lintian, rpmlint, shellcheck, rubocop.
+lint-packaging:
+	bash packaging/install-tools.sh test
+	lintian --fail-on error,warning,info dist/stanpkg_*.deb
+	rpmlint --ignore-unused-rpmlintrc -r packaging/rpm/stanpkg.rpmlintrc dist/stanpkg-*.rpm packaging/rpm/stanpkg.spec
+	rubocop --config packaging/homebrew/.rubocop.yml dist/stanpkg.rb
+
+clean-dist:
+	rm -rf dist build/packaging

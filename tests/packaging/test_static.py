@@ -1,0 +1,101 @@
+"""Static checks of the packaging sources: shell scripts shellcheck-clean and strict, the
+unit's required settings, maintainer scripts, logrotate and the default configs valid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.fixtures import ROOT, need_tools
+
+SHELL_SCRIPTS = [
+    ROOT / "packaging" / "lib.sh",
+    ROOT / "packaging" / "install-tools.sh",
+    ROOT / "packaging" / "build-python.sh",
+    ROOT / "packaging" / "stage-venv.sh",
+    ROOT / "packaging" / "deb" / "build.sh",
+    ROOT / "packaging" / "rpm" / "build.sh",
+]
+MAINTAINER_SCRIPTS = sorted((ROOT / "packaging" / "deb" / "debian").glob("stanpkg.p*"))
+UNIT = (ROOT / "packaging" / "files" / "stanpkg.service").read_text()
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS + MAINTAINER_SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck(script: Path) -> None:
+    need_tools("shellcheck")
+    proc = subprocess.run(
+        ["shellcheck", "-x", "-P", str(ROOT), str(script)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS[1:], ids=lambda p: p.name)
+def test_bash_scripts_are_strict(script: Path) -> None:
+    assert "set -euo pipefail" in script.read_text()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "ExecStartPre=/usr/bin/stanpkg validate -sc /etc/stanpkg/stan.conf $STANPKG_OPTS",
+        "ExecStart=/usr/bin/stanpkg run -sc /etc/stanpkg/stan.conf $STANPKG_OPTS",
+        "ExecReload=/bin/kill -USR1 $MAINPID",
+        "KillSignal=SIGTERM",
+        "Restart=on-failure",
+        "User=stanpkg",
+        "StateDirectory=stanpkg",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateTmp=yes",
+        "CapabilityBoundingSet=",
+        "SystemCallFilter=@system-service",
+        "EnvironmentFile=-/etc/stanpkg/stanpkg.env",
+    ],
+)
+def test_unit_settings(setting: str) -> None:
+    assert setting in UNIT.splitlines()
+
+
+def test_unit_verifies() -> None:
+    need_tools("systemd-analyze")
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(ROOT / "packaging/files/stanpkg.service")],
+        capture_output=True,
+        text=True,
+    )
+    # Only complaints about the command not being installed on this machine are expected.
+    problems = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.strip() and "/usr/bin/stanpkg" not in line and "Command" not in line
+    ]
+    assert not problems, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "conf",
+    ["packaging/files/stan.conf", "windows/chocolatey/tools/stan.conf"],
+)
+def test_shipped_configs_validate(conf: str) -> None:
+    stanpkg = Path(sys.executable).parent / "stanpkg"
+    proc = subprocess.run(
+        [str(stanpkg), "validate", "--strict", str(ROOT / conf)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_logrotate_config_parses(tmp_path: Path) -> None:
+    need_tools("logrotate")
+    # This machine has no stanpkg account (the deb test rotates for real in a container).
+    text = (ROOT / "packaging/files/stanpkg.logrotate").read_text()
+    conf = tmp_path / "stanpkg"
+    conf.write_text(text.replace("stanpkg stanpkg", "root root"))
+    proc = subprocess.run(
+        ["logrotate", "--debug", "--state", str(tmp_path / "state"), str(conf)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and "error:" not in proc.stderr, proc.stderr
