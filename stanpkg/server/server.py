@@ -50,17 +50,7 @@ RECONNECT_ATTEMPTS = 240  # ≈ 1 min without NATS, then the server gives up (fa
 
 
 def fresh_server_info(plan: Plan) -> ServerInfo:
-    cid = plan.cluster_id
-    return ServerInfo(
-        cluster_id=cid,
-        discovery=f"{plan.discover_prefix}.{cid}",
-        publish=f"_STAN.pub.{cid}",
-        subscribe=f"_STAN.sub.{cid}",
-        unsubscribe=f"_STAN.unsub.{cid}",
-        close=f"_STAN.close.{cid}",
-        sub_close=f"_STAN.subclose.{cid}",
-        acks_subs=f"_STAN.ack.{cid}",
-    )
+    return ServerInfo.for_cluster(plan.cluster_id, plan.discover_prefix)
 
 
 class StreamingServer:

@@ -87,6 +87,20 @@ class ServerInfo:
     acks_subs: str
     node_id: str = ""
 
+    @classmethod
+    def for_cluster(cls, cluster_id: str, discover_prefix: str) -> ServerInfo:
+        """The subjects a new server uses (fixed at its first start, then recovered)."""
+        return cls(
+            cluster_id=cluster_id,
+            discovery=f"{discover_prefix}.{cluster_id}",
+            publish=f"_STAN.pub.{cluster_id}",
+            subscribe=f"_STAN.sub.{cluster_id}",
+            unsubscribe=f"_STAN.unsub.{cluster_id}",
+            close=f"_STAN.close.{cluster_id}",
+            sub_close=f"_STAN.subclose.{cluster_id}",
+            acks_subs=f"_STAN.ack.{cluster_id}",
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ClientRecord:

@@ -261,17 +261,7 @@ class FileStore(BaseStore):
             emit[level](text)
 
     def _default_server_info(self) -> ServerInfo:
-        cid = self.config.cluster_id
-        return ServerInfo(
-            cluster_id=cid,
-            discovery=f"{self.config.discover_prefix}.{cid}",
-            publish=f"_STAN.pub.{cid}",
-            subscribe=f"_STAN.sub.{cid}",
-            unsubscribe=f"_STAN.unsub.{cid}",
-            close=f"_STAN.close.{cid}",
-            sub_close=f"_STAN.subclose.{cid}",
-            acks_subs=f"_STAN.ack.{cid}",
-        )
+        return ServerInfo.for_cluster(self.config.cluster_id, self.config.discover_prefix)
 
     # -- server info and clients ------------------------------------------------------
 

@@ -7,16 +7,7 @@ from stanpkg.stores.base import ClientRecord, MessageStore, ServerInfo, SubRecor
 
 
 def server_info(cluster_id: str = "test-cluster") -> ServerInfo:
-    return ServerInfo(
-        cluster_id=cluster_id,
-        discovery=f"_STAN.discover.{cluster_id}",
-        publish=f"_STAN.pub.{cluster_id}",
-        subscribe=f"_STAN.sub.{cluster_id}",
-        unsubscribe=f"_STAN.unsub.{cluster_id}",
-        close=f"_STAN.close.{cluster_id}",
-        sub_close=f"_STAN.subclose.{cluster_id}",
-        acks_subs=f"_STAN.ack.{cluster_id}",
-    )
+    return ServerInfo.for_cluster(cluster_id, "_STAN.discover")
 
 
 def client(client_id: str = "me") -> ClientRecord:
