@@ -252,6 +252,9 @@ class PublishPipeline:
             for reply, guid in group.acks:
                 if reply:
                     publish(reply, encode_pub_ack(guid, error))
+        # The PubAcks end the batch: send them (and the deliveries) without waiting for the
+        # end of the loop turn, which matters to synchronous publishers.
+        server.conn.write_now()
 
 
 class _ChannelBatch:

@@ -373,6 +373,11 @@ class NatsConnection:
             self._flush_pending = True
             self._loop.call_soon(self._scheduled_flush)
 
+    def write_now(self) -> None:
+        """Hand what is queued to the socket now instead of at the end of the loop turn: a
+        caller at a natural batch boundary saves a loop iteration of latency."""
+        self._write_out()
+
     def _scheduled_flush(self) -> None:
         self._flush_pending = False
         self._write_out()
