@@ -21,6 +21,7 @@ __all__ = ["Partitions", "decode_channel_list", "encode_channel_lists"]
 
 PREFIX = "_STAN.part"
 REPLY_WAIT = 1.0  # the exchange ends when no reply came for this long
+TOPOLOGY_DELAY = 0.5  # wait after new NATS servers appear before exchanging again
 _PARTITIONING = spb.CtrlMsg.Partitioning
 
 
@@ -64,6 +65,7 @@ class Partitions:
             self.tree.insert(name, name)
         self.subject = f"{PREFIX}.{server.plan.cluster_id}"
         self._sid: int | None = None
+        self._recheck: asyncio.Task[None] | None = None
 
     def handles(self, channel: str) -> bool:
         return self.tree.lookup_narrowest(channel) is not None
@@ -88,6 +90,21 @@ class Partitions:
         if self._sid is not None:
             self.server.conn.unsubscribe(self._sid)
             self._sid = None
+        if self._recheck is not None:
+            self._recheck.cancel()
+
+    def on_topology_change(self) -> None:
+        """NATS servers joined the cluster: servers we could not see before may serve our
+        channels, so exchange the lists again (internal-protocol.md §4.3)."""
+        if self._sid is not None and (self._recheck is None or self._recheck.done()):
+            self._recheck = asyncio.get_running_loop().create_task(self._exchange_again())
+
+    async def _exchange_again(self) -> None:
+        await asyncio.sleep(TOPOLOGY_DELAY)
+        try:
+            await self.exchange()
+        except StartupError as exc:
+            self.server.fatal(f"Partitioning error: {exc}")
 
     def _on_request(self, subject: str, reply: str, payload: bytes) -> None:
         if not payload or not reply:

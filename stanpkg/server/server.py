@@ -151,9 +151,10 @@ class StreamingServer:
             on_closed=self._on_closed,
             on_error=lambda exc: self.log.error(f"Asynchronous error: {exc}"),
         )
+        general: dict[str, Any] = dict(on_discovered_servers=self._on_discovered_servers)
         try:
             self.conn = await NatsConnection.connect(
-                url, name=f"_NSS-{plan.cluster_id}-general", **options
+                url, name=f"_NSS-{plan.cluster_id}-general", **options, **general
             )
             self.acks_conn = await NatsConnection.connect(
                 url, name=f"_NSS-{plan.cluster_id}-acks", **options
@@ -321,6 +322,10 @@ class StreamingServer:
             return
         reason = f"connection to NATS lost: {error}" if error else "connection to NATS closed"
         self.fatal(reason)
+
+    def _on_discovered_servers(self) -> None:
+        if self.partitions is not None and self.ready:
+            self.partitions.on_topology_change()
 
     def fatal(self, reason: str) -> None:
         if self.on_fatal is not None:

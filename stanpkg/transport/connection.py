@@ -77,6 +77,7 @@ class _Policy:
     on_reconnected: Callable[[], None] | None
     on_closed: Callable[[Exception | None], None] | None
     on_error: Callable[[Exception], None] | None
+    on_discovered_servers: Callable[[], None] | None = None
 
 
 class NatsConnection:
@@ -140,6 +141,7 @@ class NatsConnection:
         on_reconnected: Callable[[], None] | None = None,
         on_closed: Callable[[Exception | None], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
+        on_discovered_servers: Callable[[], None] | None = None,
         tls_hostname: str = "",
         reconnect_wait: float = 2.0,
         ping_interval: float = 120.0,
@@ -150,7 +152,8 @@ class NatsConnection:
 
         ``max_reconnect`` is per server (negative: forever, 0: never reconnect).
         ``on_error`` gets asynchronous errors (handler exceptions, permission violations);
-        without it they are logged. Defaults are the Go client's.
+        without it they are logged. ``on_discovered_servers`` is called when the server
+        announces cluster members not known before. Defaults are the Go client's.
         """
         settings = ConnectSettings(
             name=name,
@@ -170,6 +173,7 @@ class NatsConnection:
             on_reconnected=on_reconnected,
             on_closed=on_closed,
             on_error=on_error,
+            on_discovered_servers=on_discovered_servers,
         )
         conn = cls(ServerPool(parse_urls(url)), settings, policy)
         await conn._connect_first()
@@ -216,15 +220,17 @@ class NatsConnection:
             self._transport.pause_reading()
         self._connected.set()
 
-    def _apply_info(self, info: dict[str, Any]) -> None:
+    def _apply_info(self, info: dict[str, Any]) -> bool:
         self._server_info = info
         self._max_payload = int(info.get("max_payload", self._max_payload))
         urls = info.get("connect_urls")
         if isinstance(urls, list):
-            self._pool.add_advertised([str(u) for u in urls])
+            return self._pool.add_advertised([str(u) for u in urls])
+        return False
 
     def _async_info(self, info: dict[str, Any]) -> None:
-        self._apply_info(info)
+        if self._apply_info(info):
+            self._call(self._policy.on_discovered_servers)
 
     # -- losing and regaining the connection -----------------------------------------------
     def _connection_lost(self, proto: ClientProtocol, exc: Exception | None) -> None:

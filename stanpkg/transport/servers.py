@@ -71,8 +71,10 @@ class ServerPool:
         self.servers = servers
         self.current = servers[0]
 
-    def add_advertised(self, urls: list[str]) -> None:
+    def add_advertised(self, urls: list[str]) -> bool:
+        """Learn servers from INFO ``connect_urls``; True if any was new."""
         known = {s.key for s in self.servers}
+        added = False
         for url in urls:
             try:
                 address = parse_url(url)
@@ -83,6 +85,8 @@ class ServerPool:
                 address.scheme = self.current.scheme
                 self.servers.append(address)
                 known.add(address.key)
+                added = True
+        return added
 
     def next_candidate(self, max_reconnect: int) -> ServerAddress | None:
         """The next server after the current one that still has reconnect attempts left."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
+import subprocess
 from pathlib import Path
 
 import nats
@@ -13,9 +15,14 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.server.errors import StartupError
+from stanpkg.server.log import Logger
 from stanpkg.server.partitioning import decode_channel_list, encode_channel_lists
-from tests.server.conftest import make_plan, new_cluster_id, running
+from stanpkg.server.server import StreamingServer
+from stanpkg.stores.memory import MemoryStore
+from stanpkg.transport.embedded import find_nats_server_binary
+from tests.server.conftest import LogCapture, make_plan, new_cluster_id, running
 from tests.server.stan_client import StanClient
+from tests.transport.conftest import free_port
 
 
 def _partition_plan(tmp: Path, cluster_id: str, channels: list[str], name: str) -> object:
@@ -121,3 +128,68 @@ async def test_partitioned_publish_waits_for_connect(nats_url: str, tmp_path: Pa
         assert pb.PubAck.FromString(msg.data).error == ""
         assert server.channels.get("foo").msgs.last_sequence == 1  # type: ignore[union-attr]
         await client.close()
+
+
+async def test_conflict_found_when_nats_servers_join_later(tmp_path: Path) -> None:
+    """internal-protocol.md §4.3: new NATS servers in the cluster trigger a new exchange;
+    a conflict found then is fatal (``Partitioning error: ...``)."""
+    binary = find_nats_server_binary()
+    ports = {name: free_port() for name in ("a", "b", "route_a", "route_b")}
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def nats_conf(name: str, routes: str = "") -> Path:
+        conf = tmp_path / f"nats-{name}.conf"
+        conf.write_text(
+            f"host: 127.0.0.1\nport: {ports[name]}\n"
+            f"cluster {{ name: part, listen: 127.0.0.1:{ports['route_' + name]}\n{routes} }}\n"
+        )
+        return conf
+
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    for name in ("a", "b"):
+        procs.append(subprocess.Popen([binary, "-c", str(nats_conf(name))], **quiet))  # type: ignore[call-overload]
+    try:
+        for name in ("a", "b"):
+            await _wait_port(ports[name])
+        cid = new_cluster_id()
+        fatal: dict[str, str] = {}
+        servers = []
+        for name in ("a", "b"):
+            plan = _partition_plan(tmp_path, cid, ["foo"], f"s{name}")
+            log = Logger(stream=LogCapture(), debug=False, trace=False)
+            store = MemoryStore(plan.store_limits, log)  # type: ignore[attr-defined]
+
+            def on_fatal(reason: str, name: str = name) -> None:
+                fatal.setdefault(name, reason)
+
+            server = StreamingServer(plan, store, log, on_fatal=on_fatal)  # type: ignore[arg-type]
+            await server.start(f"nats://127.0.0.1:{ports[name]}")
+            servers.append(server)
+        assert fatal == {}  # the two NATS servers do not know each other yet
+        nats_conf("a", routes=f"routes: [nats-route://127.0.0.1:{ports['route_b']}]")
+        procs[0].send_signal(signal.SIGHUP)  # reload: the route forms
+        for _ in range(100):
+            if fatal:
+                break
+            await asyncio.sleep(0.1)
+        assert fatal, "no conflict reported after the NATS servers joined"
+        for reason in fatal.values():  # each side may see the other first
+            assert reason.startswith('Partitioning error: channel "foo" causes conflict with ')
+        for server in servers:
+            await server.stop()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)
+
+
+async def _wait_port(port: int) -> None:
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        return
+    raise AssertionError(f"nothing listens on {port}")
