@@ -253,8 +253,35 @@ def _resolve_pid(target: str) -> int:
     return int(text)
 
 
+def windows_service_target(command: str, platform: str = sys.platform) -> str:
+    """On Windows ``-sl quit=<name>`` names a service (as nats-server's does), unless the
+    target is a PID or an existing pid file; "" when the command is not for a service."""
+    _, _, target = command.partition("=")
+    target = target.strip()
+    if platform != "win32" or not target or target.isdigit() or Path(target).is_file():
+        return ""
+    return target
+
+
+def _signal_windows_service(command: str) -> int:
+    try:
+        from stanpkg_winsvc import winservice  # installed by the Chocolatey package
+    except ImportError:
+        print("the Windows service tools (stanpkg_winsvc) are not installed", file=sys.stderr)
+        return 1
+    try:
+        winservice.send(command)
+    except Exception as exc:  # pywin32 reports service manager errors as its own types
+        print(f"unable to signal service: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def send_signal(command: str) -> int:
-    """``-sl quit|stop|term|reopen|reload|ldm[=<pid or pid file>]``; 0 on success."""
+    """``-sl quit|stop|term|reopen|reload|ldm[=<pid, pid file or Windows service>]``;
+    0 on success."""
+    if windows_service_target(command):
+        return _signal_windows_service(command)
     name, _, target = command.partition("=")
     sig = _SIGNALS.get(name.strip().lower())
     if sig is None:

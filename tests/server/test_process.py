@@ -223,3 +223,16 @@ async def test_fatal_when_connection_to_nats_is_lost_for_good(
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_sl_names_a_windows_service_only_on_windows(tmp_path: Path) -> None:
+    from stanpkg.server.main import windows_service_target
+
+    pid_file = tmp_path / "stan.pid"
+    pid_file.write_text("123")
+    assert windows_service_target("quit=stanpkg", "win32") == "stanpkg"
+    assert windows_service_target("reopen=stan-eu", "win32") == "stan-eu"
+    assert windows_service_target("quit=4242", "win32") == ""
+    assert windows_service_target(f"quit={pid_file}", "win32") == ""
+    assert windows_service_target("quit", "win32") == ""
+    assert windows_service_target("quit=stanpkg", "linux") == ""
