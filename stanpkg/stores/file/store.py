@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable
 
 from stanpkg.plan.limits import Limits
-from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import (
     BaseStore,
     ChannelStore,
@@ -59,6 +58,7 @@ from stanpkg.stores.filestore.truncation import (
     clear_truncate_witness,
     truncate_file,
 )
+from stanpkg.stores.records import server_info_from_proto, server_info_to_proto
 
 __all__ = ["FileStore"]
 
@@ -161,7 +161,7 @@ class FileStore(BaseStore):
             if isinstance(exc, FileStoreError):
                 self._log_lines(record_error_lines(exc, self.config.root))
             raise StoreError(f'unable to recover server file "{path}": {exc}') from exc
-        return None if proto is None else _from_proto(proto)
+        return None if proto is None else server_info_from_proto(proto)
 
     def _replay_clients(self) -> ClientsReplay | None:
         path = self._clients.path
@@ -268,7 +268,9 @@ class FileStore(BaseStore):
     def init(self, info: ServerInfo) -> None:
         self._start_background()
         try:
-            write_server_file(self._server_path, _to_proto(info), crc=self.env.crc, atomic=True)
+            write_server_file(
+                self._server_path, server_info_to_proto(info), crc=self.env.crc, atomic=True
+            )
         except (OSError, FileStoreError) as exc:
             raise StoreError(f'unable to write server file "{self._server_path}": {exc}') from exc
 
@@ -368,31 +370,3 @@ class FileStore(BaseStore):
             self.env.syncer.close()
             self.env.remover.wait()
             self._lock.release()
-
-
-def _from_proto(proto: spb.ServerInfo) -> ServerInfo:
-    return ServerInfo(
-        cluster_id=proto.ClusterID,
-        discovery=proto.Discovery,
-        publish=proto.Publish,
-        subscribe=proto.Subscribe,
-        unsubscribe=proto.Unsubscribe,
-        close=proto.Close,
-        sub_close=proto.SubClose,
-        acks_subs=proto.AcksSubs,
-        node_id=proto.NodeID,
-    )
-
-
-def _to_proto(info: ServerInfo) -> spb.ServerInfo:
-    return spb.ServerInfo(
-        ClusterID=info.cluster_id,
-        Discovery=info.discovery,
-        Publish=info.publish,
-        Subscribe=info.subscribe,
-        Unsubscribe=info.unsubscribe,
-        Close=info.close,
-        SubClose=info.sub_close,
-        AcksSubs=info.acks_subs,
-        NodeID=info.node_id,
-    )

@@ -28,6 +28,7 @@ from stanpkg.stores.filestore.subsfile import (
     SubsReplay,
     compact_subs_file,
 )
+from stanpkg.stores.records import sub_to_proto
 
 __all__ = ["FileSubscriptionStore", "update_payload"]
 
@@ -60,22 +61,6 @@ def update_payload(sub_id: int, seq: int) -> bytes:
     sent and one per ack); identical to ``SerializeToString``."""
     out = b"\x08" + _varint(sub_id) if sub_id else b""
     return out + b"\x10" + _varint(seq) if seq else out
-
-
-def to_sub_state(record: SubRecord) -> spb.SubState:
-    return spb.SubState(
-        ID=record.id,
-        clientID=record.client_id,
-        qGroup=record.qgroup,
-        inbox=record.inbox,
-        ackInbox=record.ack_inbox,
-        maxInFlight=record.max_inflight,
-        ackWaitInSecs=record.ack_wait_secs,
-        durableName=record.durable_name,
-        lastSent=record.last_sent,
-        isDurable=record.is_durable,
-        isClosed=record.is_closed,
-    )
 
 
 def to_sub_record(rec: SubscriptionRecord) -> SubRecord:
@@ -156,14 +141,14 @@ class FileSubscriptionStore(BaseSubscriptionStore):
         self.env.syncer.mark_dirty(self._file)
 
     def _persist_new(self, record: SubRecord) -> None:
-        state = to_sub_state(record)
+        state = sub_to_proto(record)
         self._append(state.SerializeToString(), SUB_NEW)
         self._states[record.id] = state
         self._pending[record.id] = set()
         self._num_recs += 1
 
     def update(self, record: SubRecord) -> None:
-        state = to_sub_state(record)
+        state = sub_to_proto(record)
         self._append(state.SerializeToString(), SUB_UPDATE)
         if record.id in self._states:
             self._del_recs += 1

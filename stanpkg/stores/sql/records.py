@@ -6,6 +6,14 @@ from __future__ import annotations
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, ServerInfo, SubRecord
+from stanpkg.stores.records import (
+    client_from_proto,
+    client_to_proto,
+    server_info_from_proto,
+    server_info_to_proto,
+    sub_to_proto,
+)
+from stanpkg.stores.records import sub_from_proto as sub_state_from_proto
 from stanpkg.stores.sql.drivers import Driver
 
 __all__ = [
@@ -20,91 +28,30 @@ __all__ = [
 
 
 def info_proto(info: ServerInfo) -> bytes:
-    return spb.ServerInfo(
-        ClusterID=info.cluster_id,
-        Discovery=info.discovery,
-        Publish=info.publish,
-        Subscribe=info.subscribe,
-        Unsubscribe=info.unsubscribe,
-        Close=info.close,
-        SubClose=info.sub_close,
-        AcksSubs=info.acks_subs,
-        NodeID=info.node_id,
-    ).SerializeToString()
+    return server_info_to_proto(info).SerializeToString()
 
 
 def info_from_proto(data: bytes) -> ServerInfo:
-    p = spb.ServerInfo.FromString(data)
-    return ServerInfo(
-        cluster_id=p.ClusterID,
-        discovery=p.Discovery,
-        publish=p.Publish,
-        subscribe=p.Subscribe,
-        unsubscribe=p.Unsubscribe,
-        close=p.Close,
-        sub_close=p.SubClose,
-        acks_subs=p.AcksSubs,
-        node_id=p.NodeID,
-    )
+    return server_info_from_proto(spb.ServerInfo.FromString(data))
 
 
 def client_proto(record: ClientRecord) -> bytes:
-    return spb.ClientInfo(
-        ID=record.id,
-        HbInbox=record.hb_inbox,
-        ConnID=record.conn_id,
-        Protocol=record.protocol,
-        PingInterval=record.ping_interval,
-        PingMaxOut=record.ping_max_out,
-    ).SerializeToString()
+    return client_to_proto(record).SerializeToString()
 
 
 def client_from_row(client_id: str, hb_inbox: str, data: bytes | None) -> ClientRecord:
     """Rows written before the ``proto`` column existed only have ID and inbox."""
     if not data:
         return ClientRecord(id=client_id, hb_inbox=hb_inbox)
-    p = spb.ClientInfo.FromString(bytes(data))
-    return ClientRecord(
-        id=p.ID,
-        hb_inbox=p.HbInbox,
-        conn_id=p.ConnID,
-        protocol=p.Protocol,
-        ping_interval=p.PingInterval,
-        ping_max_out=p.PingMaxOut,
-    )
+    return client_from_proto(spb.ClientInfo.FromString(bytes(data)))
 
 
 def sub_proto(record: SubRecord) -> bytes:
-    return spb.SubState(
-        ID=record.id,
-        clientID=record.client_id,
-        qGroup=record.qgroup,
-        inbox=record.inbox,
-        ackInbox=record.ack_inbox,
-        maxInFlight=record.max_inflight,
-        ackWaitInSecs=record.ack_wait_secs,
-        durableName=record.durable_name,
-        lastSent=record.last_sent,
-        isDurable=record.is_durable,
-        isClosed=record.is_closed,
-    ).SerializeToString()
+    return sub_to_proto(record).SerializeToString()
 
 
 def sub_from_proto(data: bytes) -> SubRecord:
-    p = spb.SubState.FromString(bytes(data))
-    return SubRecord(
-        id=p.ID,
-        client_id=p.clientID,
-        qgroup=p.qGroup,
-        inbox=p.inbox,
-        ack_inbox=p.ackInbox,
-        max_inflight=p.maxInFlight,
-        ack_wait_secs=p.ackWaitInSecs,
-        durable_name=p.durableName,
-        last_sent=p.lastSent,
-        is_durable=p.isDurable,
-        is_closed=p.isClosed,
-    )
+    return sub_state_from_proto(spb.SubState.FromString(bytes(data)))
 
 
 class Statements:
