@@ -47,6 +47,8 @@ __all__ = ["StreamingServer", "fresh_server_info"]
 
 PROBE_TIMEOUT = 0.25  # standalone probe for another server with our cluster ID
 RECONNECT_WAIT = 0.25
+STOP_FLUSH_TIMEOUT = 5.0
+STOP_DRAIN_TIMEOUT = 10.0
 RECONNECT_ATTEMPTS = 240  # ≈ 1 min without NATS, then the server gives up (fatal)
 
 
@@ -347,11 +349,13 @@ class StreamingServer:
         if self.ready and conn is not None and not conn.is_closed:
             # The round trip brings in everything NATS routed to us before it; the
             # handlers stay in place until that work is finished.
+            # Upper bounds only (a loaded machine needs them; an idle one takes ms), well
+            # inside the 30 s a service manager gives a stop.
             with contextlib.suppress(NatsError, TimeoutError):
-                await conn.flush(1.0)
-            await self.publisher.drain(2.0)
+                await conn.flush(STOP_FLUSH_TIMEOUT)
+            await self.publisher.drain(STOP_DRAIN_TIMEOUT)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.control.drain(), 2.0)
+                await asyncio.wait_for(self.control.drain(), STOP_DRAIN_TIMEOUT)
         if conn is not None and not conn.is_closed:
             for sid in self._sids:
                 conn.unsubscribe(sid)
