@@ -1,7 +1,8 @@
 """The SQL store (``-st sql``): PostgreSQL, MySQL/MariaDB or an embedded SQLite file.
 
-Tables and columns are those of the reference's scripts (packaging/sql/*.db.sql), so a
-database used by nats-streaming-server can be used by this server and back.
+Tables and columns are those of the reference's scripts (``scripts/*.db.sql``, also linked
+from packaging/sql/), so a database used by nats-streaming-server can be used by this
+server and back.
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
 """The tables, checked at start-up.
 
 The server does not create tables in PostgreSQL or MySQL (like the reference, it needs
-no DDL rights: a DBA runs ``packaging/sql/<driver>.db.sql``). A missing table or column
+no DDL rights: a DBA runs ``scripts/<driver>.db.sql``). A missing table or column
 stops the start with a message naming the script. SQLite is embedded and single-host, so
 a new database file gets its tables created (:data:`SQLITE_SCHEMA`, the statements of
-``packaging/sql/sqlite.db.sql``).
+``scripts/sqlite.db.sql``). The scripts ship inside the package (and under packaging/sql).
 """
 
 from __future__ import annotations
+
+from importlib import resources
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.sql.db import Database
 from stanpkg.stores.sql.drivers import Cursor, one_line
 
-__all__ = ["SCHEMA_VERSION", "SQLITE_SCHEMA", "TABLES", "check_schema"]
+__all__ = ["SCHEMA_VERSION", "SQLITE_SCHEMA", "TABLES", "check_schema", "script_path", "statements"]
 
 SCHEMA_VERSION = 1
 
@@ -27,63 +29,22 @@ TABLES: dict[str, tuple[str, ...]] = {
     "StoreLock": ("id", "tick"),
 }
 
-SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ServerInfo (
-    uniquerow INTEGER DEFAULT 1,
-    id TEXT,
-    proto BLOB,
-    version INTEGER,
-    PRIMARY KEY (uniquerow)
-);
-CREATE TABLE IF NOT EXISTS Clients (
-    id TEXT,
-    hbinbox TEXT,
-    proto BLOB,
-    PRIMARY KEY (id)
-);
-CREATE TABLE IF NOT EXISTS Channels (
-    id INTEGER,
-    name TEXT NOT NULL,
-    maxseq INTEGER DEFAULT 0,
-    maxmsgs INTEGER DEFAULT 0,
-    maxbytes INTEGER DEFAULT 0,
-    maxage INTEGER DEFAULT 0,
-    deleted BOOLEAN DEFAULT FALSE,
-    PRIMARY KEY (id)
-);
-CREATE INDEX IF NOT EXISTS Idx_ChannelsName ON Channels (name);
-CREATE TABLE IF NOT EXISTS Messages (
-    id INTEGER,
-    seq INTEGER,
-    timestamp INTEGER,
-    size INTEGER,
-    data BLOB,
-    CONSTRAINT PK_MsgKey PRIMARY KEY (id, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS Idx_MsgsTimestamp ON Messages (timestamp);
-CREATE TABLE IF NOT EXISTS Subscriptions (
-    id INTEGER,
-    subid INTEGER,
-    lastsent INTEGER DEFAULT 0,
-    proto BLOB,
-    deleted BOOLEAN DEFAULT FALSE,
-    CONSTRAINT PK_SubKey PRIMARY KEY (id, subid)
-);
-CREATE TABLE IF NOT EXISTS SubsPending (
-    subid INTEGER,
-    "row" INTEGER,
-    seq INTEGER DEFAULT 0,
-    lastsent INTEGER DEFAULT 0,
-    pending BLOB,
-    acks BLOB,
-    CONSTRAINT PK_MsgPendingKey PRIMARY KEY (subid, "row")
-);
-CREATE INDEX IF NOT EXISTS Idx_SubsPendingSeq ON SubsPending (seq);
-CREATE TABLE IF NOT EXISTS StoreLock (
-    id TEXT,
-    tick INTEGER DEFAULT 0
-);
-"""
+SCRIPTS = resources.files("stanpkg.stores.sql") / "scripts"
+
+
+def script_path(driver: str) -> str:
+    """The create script of a driver, as installed with the package."""
+    return str(SCRIPTS / f"{driver}.db.sql")
+
+
+def statements(script: str) -> list[str]:
+    """The SQL statements of a create script (``--`` comment lines dropped)."""
+    text = "\n".join(ln for ln in script.splitlines() if not ln.lstrip().startswith("--"))
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+# The one definition of the SQLite tables: the shipped script, run on a new database file.
+SQLITE_SCHEMA = statements((SCRIPTS / "sqlite.db.sql").read_text(encoding="utf-8"))
 
 
 def _probe(db: Database, sql: str) -> str:
@@ -107,9 +68,8 @@ def check_schema(db: Database) -> None:
     if driver == "sqlite" and _probe(db, "SELECT 1 FROM ServerInfo WHERE 1=0"):
 
         def create(cur: Cursor) -> None:
-            for statement in SQLITE_SCHEMA.split(";"):
-                if statement.strip():
-                    cur.execute(statement)
+            for statement in SQLITE_SCHEMA:
+                cur.execute(statement)
 
         db.transaction(db.writer, create)
     for table, columns in TABLES.items():
@@ -117,15 +77,14 @@ def check_schema(db: Database) -> None:
         if error:
             raise StoreError(
                 f"sql: table {table} is missing ({error}): "
-                f"create the tables with packaging/sql/{driver}.db.sql"
+                f"create the tables with {script_path(driver)}"
             )
         error = _probe(db, f"SELECT {', '.join(columns)} FROM {table} WHERE 1=0")
         if error:
             wanted = ", ".join(columns).replace("{row}", "row")
             raise StoreError(
                 f"sql: table {table} does not have the columns {wanted} ({error}): "
-                f"the database was not created by this version's "
-                f"packaging/sql/{driver}.db.sql"
+                f"the database was not created by this version's {script_path(driver)}"
             )
 
     def version(cur: Cursor) -> int | None:

@@ -1,5 +1,5 @@
 """The SQL store: server info, clients and channels in a database (tables of the
-reference's scripts, see packaging/sql/).
+reference's scripts, see scripts/).
 
 Write path. Every change becomes statements that wait in memory; a flush hands
 everything waiting (this store's statements, then each changed channel store's) to the

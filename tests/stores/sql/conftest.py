@@ -26,7 +26,7 @@ from stanpkg.plan.model import Plan
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.sql import SqlStore
 from stanpkg.stores.sql.drivers import open_driver
-from stanpkg.stores.sql.schema import TABLES
+from stanpkg.stores.sql.schema import TABLES, statements
 from tests.server.conftest import nats_url, node_modules, pytest_pyfunc_call
 
 __all__ = ["nats_url", "node_modules", "pytest_pyfunc_call"]
@@ -39,10 +39,8 @@ _names = itertools.count(1)
 
 
 def sql_script(driver: str) -> list[str]:
-    """The statements of packaging/sql/<driver>.db.sql."""
-    text = (ROOT / "packaging" / "sql" / f"{driver}.db.sql").read_text()
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in text.split(";") if s.strip()]
+    """The statements of packaging/sql/<driver>.db.sql (links to the shipped scripts)."""
+    return statements((ROOT / "packaging" / "sql" / f"{driver}.db.sql").read_text())
 
 
 @pytest.fixture(scope="session")

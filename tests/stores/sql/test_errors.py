@@ -3,11 +3,13 @@ a one-line StoreError, which the server prints as ``Failed to start: <text>``.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.sql.drivers import MysqlDsn, open_driver, parse_mysql_dsn
-from stanpkg.stores.sql.schema import SQLITE_SCHEMA, TABLES
+from stanpkg.stores.sql.schema import TABLES, script_path, statements
 from tests.stores.sql.conftest import ROOT, Databases, Target, sql_script
 
 
@@ -88,7 +90,7 @@ def test_missing_tables_point_at_the_script(driver: str, databases: Databases) -
         target.open()
     text = str(info.value)
     assert text.startswith("sql: table ServerInfo is missing (")
-    assert text.endswith(f"create the tables with packaging/sql/{driver}.db.sql")
+    assert text.endswith(f"create the tables with {script_path(driver)}")
 
 
 def test_missing_column_is_reported(target: Target) -> None:
@@ -121,9 +123,9 @@ def test_sqlite_store_creates_its_tables(tmp_path: object) -> None:
     assert target.query("SELECT COUNT(*) FROM StoreLock") == [(0,)]
 
 
-def test_sqlite_script_matches_the_embedded_schema() -> None:
-    embedded = [s.strip() for s in SQLITE_SCHEMA.split(";") if s.strip()]
-    assert sql_script("sqlite") == embedded
+def test_packaging_scripts_are_the_shipped_ones() -> None:
+    for driver in ("postgres", "mysql", "sqlite"):
+        assert sql_script(driver) == statements(Path(script_path(driver)).read_text())
 
 
 def test_create_scripts_define_the_reference_tables() -> None:

@@ -15,6 +15,7 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
 from stanpkg.stores.factory import create_store
+from stanpkg.stores.sql.schema import script_path
 from tests.server.conftest import LogCapture, running
 from tests.server.stan_client import StanClient
 from tests.server.test_node_client import run_scenario
@@ -232,7 +233,7 @@ async def test_missing_tables_are_fatal(driver: str, databases: Databases) -> No
     source = databases.create(driver, databases.dsns[driver], tables=False)
     server = Server(Target(driver, source))
     assert await server.run() == 1
-    _assert_fatal(server, f"create the tables with packaging/sql/{driver}.db.sql")
+    _assert_fatal(server, f"create the tables with {script_path(driver)}")
 
 
 async def test_unsupported_schema_version_is_fatal(tmp_path: Path) -> None:
