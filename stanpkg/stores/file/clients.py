@@ -8,7 +8,6 @@ from collections.abc import Callable
 from stanpkg.stores.base import ClientRecord, StoreError
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.handles import AppendFile
-from stanpkg.stores.filestore import clientsfile
 from stanpkg.stores.filestore.clientsfile import (
     ClientsFileWriter,
     ClientsReplay,
@@ -16,19 +15,7 @@ from stanpkg.stores.filestore.clientsfile import (
 )
 from stanpkg.stores.filestore.errors import FileStoreError
 
-__all__ = ["ClientsFile", "from_file_record"]
-
-
-def from_file_record(rec: clientsfile.ClientRecord) -> ClientRecord:
-    return ClientRecord(
-        rec.id, rec.hb_inbox, rec.conn_id, rec.protocol, rec.ping_interval, rec.ping_max_out
-    )
-
-
-def _to_file_record(rec: ClientRecord) -> clientsfile.ClientRecord:
-    return clientsfile.ClientRecord(
-        rec.id, rec.hb_inbox, rec.conn_id, rec.protocol, rec.ping_interval, rec.ping_max_out
-    )
+__all__ = ["ClientsFile"]
 
 
 class ClientsFile:
@@ -38,7 +25,7 @@ class ClientsFile:
         self._file: AppendFile[ClientsFileWriter] = AppendFile(
             env.pool, path, lambda: ClientsFileWriter(path, crc=env.crc)
         )
-        self.clients: dict[str, clientsfile.ClientRecord] = {}
+        self.clients: dict[str, ClientRecord] = {}
         self._deletes = self._size = 0
         if replay is not None:
             self.clients = dict(replay.clients)
@@ -47,10 +34,9 @@ class ClientsFile:
         self._last_compaction = float("-inf")  # the first compaction is not delayed
 
     def add(self, record: ClientRecord) -> None:
-        file_record = _to_file_record(record)
-        self._write(lambda w: w.add(file_record))
+        self._write(lambda w: w.add(record))
         self.clients.pop(record.id, None)
-        self.clients[record.id] = file_record
+        self.clients[record.id] = record
 
     def delete(self, client_id: str) -> None:
         self._write(lambda w: w.delete(client_id))

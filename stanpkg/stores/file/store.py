@@ -29,7 +29,7 @@ from stanpkg.stores.base import (
 from stanpkg.stores.crypto import master_key_hash
 from stanpkg.stores.file import recovery
 from stanpkg.stores.file.archive import SliceRemover
-from stanpkg.stores.file.clients import ClientsFile, from_file_record
+from stanpkg.stores.file.clients import ClientsFile
 from stanpkg.stores.file.config import FileStoreConfig
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.handles import HandlePool
@@ -144,7 +144,7 @@ class FileStore(BaseStore):
             info = self._default_server_info()
             self.init(info)
         channels = self._recover_channels(names)
-        clients = [from_file_record(c) for c in self._clients.clients.values()]
+        clients = list(self._clients.clients.values())
         return RecoveredState(info=info, clients=clients, channels=channels)
 
     def _recover_server_file(self) -> ServerInfo | None:

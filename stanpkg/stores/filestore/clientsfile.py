@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import ClientRecord  # the store interface's record, re-exported
 from stanpkg.stores.filestore.appender import RecordAppender, create_temp_file
 from stanpkg.stores.filestore.errors import InvalidRecordTypeError, RecordDecodeError
 from stanpkg.stores.filestore.framing import (
@@ -20,6 +21,7 @@ from stanpkg.stores.filestore.framing import (
     write_all,
 )
 from stanpkg.stores.filestore.truncation import truncate_or_raise
+from stanpkg.stores.records import client_from_proto, client_to_proto
 
 __all__ = [
     "CLIENTS_FILE",
@@ -35,32 +37,6 @@ __all__ = [
 CLIENTS_FILE = "clients.dat"
 CLIENT_ADD = 1
 CLIENT_DELETE = 2
-
-
-@dataclass(frozen=True, slots=True)
-class ClientRecord:
-    id: str
-    hb_inbox: str
-    conn_id: bytes
-    protocol: int
-    ping_interval: int
-    ping_max_out: int
-
-    @classmethod
-    def from_proto(cls, info: spb.ClientInfo) -> ClientRecord:
-        return cls(
-            info.ID, info.HbInbox, info.ConnID, info.Protocol, info.PingInterval, info.PingMaxOut
-        )
-
-    def to_proto(self) -> spb.ClientInfo:
-        return spb.ClientInfo(
-            ID=self.id,
-            HbInbox=self.hb_inbox,
-            ConnID=self.conn_id,
-            Protocol=self.protocol,
-            PingInterval=self.ping_interval,
-            PingMaxOut=self.ping_max_out,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +70,7 @@ def replay_clients(
                 if rec_type == CLIENT_ADD:
                     info = spb.ClientInfo.FromString(payload)
                     clients.pop(info.ID, None)
-                    clients[info.ID] = ClientRecord.from_proto(info)
+                    clients[info.ID] = client_from_proto(info)
                 elif rec_type == CLIENT_DELETE:
                     clients.pop(spb.ClientDelete.FromString(payload).ID, None)
                     deletes += 1
@@ -131,7 +107,7 @@ class ClientsFileWriter(RecordAppender):
         super().__init__(path, crc=crc, buffer_size=buffer_size, truncate_at=truncate_at)
 
     def add(self, client: spb.ClientInfo | ClientRecord) -> int:
-        info = client.to_proto() if isinstance(client, ClientRecord) else client
+        info = client_to_proto(client) if isinstance(client, ClientRecord) else client
         return self.append(info.SerializeToString(), CLIENT_ADD)
 
     def delete(self, client_id: str) -> int:
@@ -150,7 +126,7 @@ def compact_clients_file(
     try:
         out = bytearray()
         for client in clients:
-            info = client.to_proto() if isinstance(client, ClientRecord) else client
+            info = client_to_proto(client) if isinstance(client, ClientRecord) else client
             out += encode_record(info.SerializeToString(), crc, CLIENT_ADD)
         write_all(fd, out)
         os.close(fd)
