@@ -47,6 +47,7 @@ __all__ = [
     "RecoveredChannel",
     "RecoveredState",
     "RecoveredSubscription",
+    "SequenceBookkeeping",
     "ServerInfo",
     "Store",
     "StoreError",
@@ -209,6 +210,27 @@ class MessageStore(ABC):
     def close(self) -> None:
         """Release resources; the store is not used afterwards."""
         return
+
+
+class SequenceBookkeeping:
+    """The first/last sequence and newest timestamp, kept the same way by every message
+    store implementation (mix in before :class:`MessageStore`)."""
+
+    _first: int
+    _last: int
+    _last_ts: int
+
+    @property
+    def first_sequence(self) -> int:
+        return self._first
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._last_ts
 
 
 class SubscriptionStore(ABC):

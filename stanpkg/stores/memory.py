@@ -24,6 +24,7 @@ from stanpkg.stores.base import (
     ClientRecord,
     MessageStore,
     RecoveredState,
+    SequenceBookkeeping,
     ServerInfo,
     StoreLog,
     SubRecord,
@@ -56,7 +57,7 @@ class _Segment:
         return self.ends[index] - (self.ends[index - 1] if index else 0)
 
 
-class MemoryMessageStore(MessageStore):
+class MemoryMessageStore(SequenceBookkeeping, MessageStore):
     def __init__(self, channel: str, limits: Limits, log: StoreLog) -> None:
         self.channel = channel
         self.limits = limits
@@ -72,18 +73,6 @@ class MemoryMessageStore(MessageStore):
         # The records of the latest store() call, as given (see lookup).
         self._recent: Sequence[bytes] = ()
         self._recent_first = 0
-
-    @property
-    def first_sequence(self) -> int:
-        return self._first
-
-    @property
-    def last_sequence(self) -> int:
-        return self._last
-
-    @property
-    def last_timestamp(self) -> int:
-        return self._last_ts
 
     def state(self) -> tuple[int, int]:
         return self._count, self._bytes

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
-from stanpkg.stores.base import MessageStore, StoreError
+from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError
 from stanpkg.stores.crypto import EncryptionError, PayloadCipher, channel_key
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.handles import SliceWriteFiles
@@ -44,7 +44,7 @@ CACHE_IDLE_SECONDS = 1.0
 _MAX_REPORTED_LOOKUP_ERRORS = 1000
 
 
-class FileMessageStore(MessageStore):
+class FileMessageStore(SequenceBookkeeping, MessageStore):
     def __init__(
         self,
         env: StoreEnv,
@@ -92,18 +92,6 @@ class FileMessageStore(MessageStore):
         self._failed = ""  # set after a failed write: the channel takes no more messages
 
     # -- state ------------------------------------------------------------------------
-
-    @property
-    def first_sequence(self) -> int:
-        return self._first
-
-    @property
-    def last_sequence(self) -> int:
-        return self._last
-
-    @property
-    def last_timestamp(self) -> int:
-        return self._last_ts
 
     def state(self) -> tuple[int, int]:
         return self._count, self._bytes

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import MessageStore, StoreError, StoreLog
+from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError, StoreLog
 from stanpkg.stores.crypto import EncryptionError, PayloadCipher
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
@@ -124,7 +124,7 @@ class _Cache:
         self._bytes = 0
 
 
-class SqlMessageStore(MessageStore):
+class SqlMessageStore(SequenceBookkeeping, MessageStore):
     def __init__(
         self,
         owner: Owner,
@@ -161,18 +161,6 @@ class SqlMessageStore(MessageStore):
         self.maxseq_written = maxseq  # Channels.maxseq
 
     # -- state ---------------------------------------------------------------------------
-
-    @property
-    def first_sequence(self) -> int:
-        return self._first
-
-    @property
-    def last_sequence(self) -> int:
-        return self._last
-
-    @property
-    def last_timestamp(self) -> int:
-        return self._last_ts
 
     def state(self) -> tuple[int, int]:
         return len(self._index), self._bytes
