@@ -275,18 +275,13 @@ def expected_channelz(scenario: ScenarioRun, name: str, with_subs: bool) -> dict
     return doc
 
 
+# monitoring.md §5.2: the keys of a channelsz list document, before names or channels.
+CHANNELSZ_LIST_KEYS = ["cluster_id", "server_id", "now", "offset", "limit", "count", "total"]
+
+
 def test_channelsz_names(scenario: ScenarioRun) -> None:
     doc = json_of(scenario.proc.get("/streaming/channelsz"))
-    assert list(doc) == [
-        "cluster_id",
-        "server_id",
-        "now",
-        "offset",
-        "limit",
-        "count",
-        "total",
-        "names",
-    ]
+    assert list(doc) == [*CHANNELSZ_LIST_KEYS, "names"]
     check_now(doc["now"])
     assert (doc["offset"], doc["limit"], doc["count"], doc["total"]) == (0, 1024, 3, 3)
     assert doc["names"] == [AUDIT, EMPTY, ORDERS]
@@ -294,16 +289,7 @@ def test_channelsz_names(scenario: ScenarioRun) -> None:
 
 def test_channelsz_with_subscriptions(scenario: ScenarioRun) -> None:
     doc = json_of(scenario.proc.get("/streaming/channelsz?subs=1"))
-    assert list(doc) == [
-        "cluster_id",
-        "server_id",
-        "now",
-        "offset",
-        "limit",
-        "count",
-        "total",
-        "channels",
-    ]
+    assert list(doc) == [*CHANNELSZ_LIST_KEYS, "channels"]
     assert (doc["count"], doc["total"]) == (3, 3)
     assert doc["channels"] == [
         expected_channelz(scenario, name, True) for name in (AUDIT, EMPTY, ORDERS)

@@ -182,15 +182,7 @@ class FileSubscriptionStore(BaseSubscriptionStore):
             payload = prefix + _varint(seq)
             parts.append(pack(_SENT_HEADER | len(payload), crc(payload)))
             parts.append(payload)
-        framed = b"".join(parts)
-        try:
-            self._file.writer().append_framed(framed)
-        except OSError as exc:
-            raise StoreError(
-                f"unable to write subscription record of {self.channel!r}: {exc}"
-            ) from exc
-        self._file_size += len(framed)
-        self.env.syncer.mark_dirty(self._file)
+        self._append_framed(b"".join(parts))
         state = self._states.get(sub_id)
         if state is None:
             return
@@ -200,9 +192,8 @@ class FileSubscriptionStore(BaseSubscriptionStore):
             state.lastSent = highest
         self._num_recs += len(sequences)
 
-    def record_ack(self, sub_id: int, sequence: int) -> None:
-        payload = self._prefix(sub_id) + _varint(sequence)
-        framed = _pack_header(_ACK_HEADER | len(payload), self.env.crc(payload)) + payload
+    def _append_framed(self, framed: bytes) -> None:
+        """Append already framed records (the hot sent/ack path builds them by hand)."""
         try:
             self._file.writer().append_framed(framed)
         except OSError as exc:
@@ -211,6 +202,12 @@ class FileSubscriptionStore(BaseSubscriptionStore):
             ) from exc
         self._file_size += len(framed)
         self.env.syncer.mark_dirty(self._file)
+
+    def record_ack(self, sub_id: int, sequence: int) -> None:
+        payload = self._prefix(sub_id) + _varint(sequence)
+        self._append_framed(
+            _pack_header(_ACK_HEADER | len(payload), self.env.crc(payload)) + payload
+        )
         pending = self._pending.get(sub_id)
         if pending is not None:
             pending.discard(sequence)
