@@ -46,7 +46,14 @@ synchronous_commit = off"
     fi
     if [ "$status" != online ]; then
         log "starting PostgreSQL $version on 127.0.0.1:$port"
-        as_root pg_ctlcluster "$version" main start
+        # After an unclean stop the old postmaster's children may still hold the socket
+        # lock for a moment: retry rather than fail the whole run.
+        local attempt
+        for attempt in 1 2 3 4 5 6 7 8 9 10; do
+            as_root pg_ctlcluster "$version" main start && break
+            [ "$attempt" -lt 10 ] || return 1
+            sleep 1
+        done
     fi
     local psql=(as_root runuser -u postgres -- psql -q -p "$port" -v ON_ERROR_STOP=1 -tA)
     if [ -z "$("${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname='$DB_USER'")" ]; then
@@ -96,7 +103,10 @@ skip-name-resolve"
     MYSQL_DSN="$DB_USER:$DB_PASSWORD@tcp(127.0.0.1:3306)/$DB_NAME"
 }
 
-start_postgres
-start_mariadb
+# Only the export lines may reach stdout (the caller evals it): what the tools print goes to
+# stderr (pg_ctlcluster says "Removed stale pid file." after an unclean stop). A redirection
+# rather than a saved descriptor, which the started daemons would inherit and hold open.
+start_postgres >&2
+start_mariadb >&2
 printf "export STANPKG_TEST_PG_DSN='%s'\n" "$PG_DSN"
 printf "export STANPKG_TEST_MYSQL_DSN='%s'\n" "$MYSQL_DSN"

@@ -12,7 +12,10 @@ ensure_venv
 bash scripts/install-java.sh      # Spark (the pipeline tests) runs on Java 17
 bash packaging/install-tools.sh test   # dpkg/rpm/lintian/debootstrap/ansible/... for packaging tests
 # PostgreSQL and MariaDB on loopback for the SQL store tests; exports STANPKG_TEST_*_DSN.
-eval "$(bash scripts/start-databases.sh)"
+# Assigned first so that a failure stops here (an eval of a failed substitution would not);
+# only its export lines are evaluated.
+database_env=$(bash scripts/start-databases.sh)
+eval "$(grep -E "^export STANPKG_TEST_[A-Z_]+='[^']*'$" <<<"$database_env")"
 
 # Third-party STAN client used by the integration tests (pinned by tests/js/package-lock.json).
 if [ -f tests/js/package.json ]; then
