@@ -227,7 +227,7 @@ class PublishPipeline:
                 ).SerializeToString()
             )
             group.acks.append((reply, guid))
-        stored: list[Channel] = []
+        stored: list[_ChannelBatch] = []
         for group in groups.values():
             channel = group.channel
             try:
@@ -236,16 +236,32 @@ class PublishPipeline:
                 group.error = str(exc)
                 server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
                 continue
-            stored.append(channel)
+            stored.append(group)
             registry.arm_age_timer(channel)
             channel.last_activity = group.stamp
-        for channel in stored:
-            await channel.msgs.flush()
+        committed: list[Channel] = []
+        for group in stored:
+            try:
+                await group.channel.msgs.flush()
+            except StoreError as exc:
+                # Not committed (an SQL write failed): the publishers get the error and
+                # may retry; nothing unacknowledged is delivered from this batch.
+                group.error = str(exc)
+                server.log.error(
+                    f"Unable to store messages in channel {group.channel.name!r}: {exc}"
+                )
+                continue
+            committed.append(group.channel)
         delivery = server.delivery
-        for channel in stored:
+        for channel in committed:
             delivery.deliver_channel(channel)
-        for channel in stored:
-            await channel.subs_store.flush()
+        for channel in committed:
+            try:
+                await channel.subs_store.flush()
+            except StoreError as exc:  # the messages are stored: their PubAcks stand
+                server.log.error(
+                    f"Unable to store subscriptions of channel {channel.name!r}: {exc}"
+                )
         publish = server.conn.publish
         for group in groups.values():
             error = group.error

@@ -17,7 +17,7 @@ from stanpkg.server.log import Logger
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.sql.schema import script_path
 from tests.server.conftest import LogCapture, running
-from tests.server.stan_client import StanClient
+from tests.server.stan_client import StanClient, StanError
 from tests.server.test_node_client import run_scenario
 from tests.stores.sql.conftest import Databases, Target
 
@@ -191,6 +191,28 @@ async def test_in_process_server_with_the_node_client(
     resumed = [(m["seq"], m["redelivered"]) for m in result["resumed"]]
     assert resumed == [(3, True), (4, True), (5, False)]
     assert result["afterUnsub"] == 0
+
+
+async def test_a_failed_write_answers_publishers_with_the_error(
+    target: Target, nats_url: str
+) -> None:
+    plan = target.plan(cluster_id=f"sql-fail-{target.driver}")
+    capture = LogCapture()
+    store = create_store(plan, Logger(stream=capture, debug=False, trace=False))
+    async with running(plan, nats_url, store=store) as (_, server_log):
+        client = await StanClient.connect(nats_url, plan.cluster_id, "pub")
+        await client.publish("t", b"one")
+        target.execute_all(["ALTER TABLE Messages RENAME TO MessagesGone"])
+        with pytest.raises(StanError, match=r"^sql: "):
+            await client.publish("t", b"lost")
+        target.execute_all(["ALTER TABLE MessagesGone RENAME TO Messages"])
+        await client.publish("t", b"two")
+        everything = await client.subscribe("t", start=pb.First)
+        assert [m.data for m in await everything.collect(2)] == [b"one", b"two"]
+        await everything.assert_nothing()
+        await client.close()
+    assert "Unable to store messages in channel 't': sql: " in server_log.getvalue()
+    assert "Error writing to the SQL store: sql: " in capture.getvalue()
 
 
 async def test_cluster_id_mismatch_is_fatal(tmp_path: Path) -> None:
