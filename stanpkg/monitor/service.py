@@ -56,7 +56,7 @@ def monitor_config(plan: Plan) -> MonitorConfig | None:
         raise StartupError(
             f"can't specify both HTTP ({ns.http_port}) and HTTPs ({ns.https_port}) ports"
         )
-    host = ns.host or "0.0.0.0"
+    host = ns.http_host or ns.host or "0.0.0.0"
     if ns.http_port:
         return MonitorConfig(host, ns.http_port)
     cert, key = ns.tls_cert, ns.tls_key

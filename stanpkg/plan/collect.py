@@ -266,8 +266,9 @@ def _collect_address(entry: MapEntry, out: Collected, port_option: str) -> None:
         host, sep, port = value.rpartition(":")
         if sep and port.isdigit():
             out.set(("nats_server", port_option), int(port), node.pos)
-            if port_option == "port" and host:
-                out.set(("nats_server", "host"), host, node.pos)
+            if host:
+                host_option = "host" if port_option == "port" else "http_host"
+                out.set(("nats_server", host_option), host, node.pos)
             return
     out.diagnostics.append(
         error(

@@ -131,6 +131,7 @@ class NatsServerOptions:
     port: int
     http_port: int
     https_port: int
+    http_host: str  # the monitoring listener's address; "" = ``host``
     pid_file: str
     log_file: str
     logtime: bool

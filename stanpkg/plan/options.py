@@ -833,6 +833,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="port",
     ),
     Option(
+        "nats_server.http_host",
+        Kind.STRING,
+        "",
+        "Bind the monitoring port to this address (default: the client address, -a)",
+        keys=("http_host",),
+        metavar="host",
+    ),
+    Option(
         "nats_server.pid_file",
         Kind.STRING,
         "",

@@ -99,6 +99,20 @@ def test_monitor_config_follows_nats_server_rules() -> None:
         monitor_config(make_plan("-ms", "8223"))
 
 
+def test_monitor_host_of_the_nats_configuration(tmp_path: Path) -> None:
+    conf = tmp_path / "nats.conf"
+    conf.write_text('http: "127.0.0.1:8333"\nstreaming { id: mon }\n')
+    assert monitor_config(make_plan("-c", str(conf))) == MonitorConfig("127.0.0.1", 8333)
+    conf.write_text('http_host: "10.0.0.7"\nhttp_port: 8334\nstreaming { id: mon }\n')
+    assert monitor_config(make_plan("-c", str(conf), "-a", "10.1.2.3")) == MonitorConfig(
+        "10.0.0.7", 8334
+    )
+    conf.write_text("http: 8335\nstreaming { id: mon }\n")  # a port only: the -a address
+    assert monitor_config(make_plan("-c", str(conf), "-a", "10.1.2.3")) == MonitorConfig(
+        "10.1.2.3", 8335
+    )
+
+
 def test_https_uses_the_nats_configuration_tls_block(tmp_path: Path) -> None:
     conf = tmp_path / "nats.conf"
     conf.write_text(
