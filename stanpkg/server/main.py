@@ -16,11 +16,13 @@ import platform
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from stanpkg.monitor.service import MonitorServer, monitor_config
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
+from stanpkg.server.sd_notify import notify
 from stanpkg.server.server import StreamingServer
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.factory import create_store
@@ -105,12 +107,23 @@ class _Process:
         log.notice(f"Go version: {GO_VERSION}")
         log.notice("Git commit: [not set]")
         self._install_signals(loop)
+        starting = loop.create_task(self._start(server_id))
+        either: list[asyncio.Future[Any]] = [starting, self.done]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done() and self.server is not None and self.server.standing_by:
+            # Stopped (or failed) while standing by: nothing to finish, the wait may last.
+            starting.cancel()
         try:
-            await self._start(server_id)
+            await starting
+        except asyncio.CancelledError:
+            if not self.done.done():
+                raise
         except (StartupError, StoreError, NatsError, OSError) as exc:
             log.fatal(f"Failed to start: {exc}")
             await self._shutdown()
             return 1
+        if not self.done.done():
+            notify("READY=1", "STATUS=Streaming Server is ready")
         code = await self.done
         await self._shutdown()
         return code
@@ -120,7 +133,16 @@ class _Process:
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
         store = create_store(plan, log)
-        self.server = StreamingServer(plan, store, log, server_id=server_id, on_fatal=self._fatal)
+        self.server = StreamingServer(
+            plan,
+            store,
+            log,
+            server_id=server_id,
+            on_fatal=self._fatal,
+            # A standby is a healthy service too: systemd's start job must not wait for
+            # the active server to fail.
+            on_standby=self._standing_by,
+        )
         monitoring = monitor_config(plan)
         if monitoring is not None:
             self.monitor = MonitorServer(
@@ -159,6 +181,10 @@ class _Process:
             tls_hostname=plan.tls.server_name,
         )
 
+    @staticmethod
+    def _standing_by() -> None:
+        notify("READY=1", "STATUS=Standing by (fault-tolerant group)")
+
     def _nats_log(self, line: str) -> None:
         if line.endswith("Server is ready"):
             self._nats_ready.set()
@@ -196,6 +222,7 @@ class _Process:
             loop.add_signal_handler(signal.SIGHUP, lambda: None)  # ignored, as the reference
 
     async def _shutdown(self) -> None:
+        notify("STOPPING=1")
         if self.monitor is not None:  # first: no request may see a half-stopped server
             with contextlib.suppress(Exception):
                 await self.monitor.stop()

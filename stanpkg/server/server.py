@@ -27,6 +27,7 @@ from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.connect import ConnectionRequests
 from stanpkg.server.delivery import Delivery
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
+from stanpkg.server.fault_tolerance import FaultTolerance, ft_subject
 from stanpkg.server.heartbeats import Heartbeats
 from stanpkg.server.partitioning import Partitions
 from stanpkg.server.publish import PublishPipeline
@@ -65,6 +66,7 @@ class StreamingServer:
         *,
         server_id: str = "",
         on_fatal: Callable[[str], None] | None = None,
+        on_standby: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
         self.store = store
@@ -72,12 +74,14 @@ class StreamingServer:
         self._nuid = Nuid()
         self.server_id = server_id or self._nuid.next()
         self.on_fatal = on_fatal
+        self.on_standby = on_standby
         # Monitoring's start_time (wall clock) and uptime (monotonic).
         self.start_time_ns = time.time_ns()
         self.start_monotonic = time.monotonic()
         self.info = fresh_server_info(plan)
         self.clients = ClientRegistry()
         self.partitions: Partitions | None = None
+        self.fault_tolerance: FaultTolerance | None = None
         self.control = SerialExecutor(log)
         self.heartbeats = Heartbeats(self)
         self.connections = ConnectionRequests(self)
@@ -107,8 +111,15 @@ class StreamingServer:
         if self.plan.cluster.clustered:
             return "CLUSTERED"
         if self.plan.ft_group:
-            return "FT_ACTIVE" if self.ready else "FT_STANDBY"
+            return "FT_STANDBY" if self.standing_by else "FT_ACTIVE"
         return "STANDALONE"
+
+    @property
+    def standing_by(self) -> bool:
+        """A fault-tolerant server that does not hold the store lock (yet)."""
+        return bool(self.plan.ft_group) and not (
+            self.fault_tolerance is not None and self.fault_tolerance.active
+        )
 
     @property
     def ping_subject(self) -> str:
@@ -136,7 +147,7 @@ class StreamingServer:
         state..." to "Streaming Server is ready". Raises :class:`StartupError`."""
         self.loop = asyncio.get_running_loop()
         plan = self.plan
-        if plan.ft_group or plan.cluster.clustered:
+        if plan.cluster.clustered:
             raise StartupError(f"{plan.mode.value} mode is not supported by this server yet")
         options: dict[str, Any] = dict(
             user=user,
@@ -164,6 +175,8 @@ class StreamingServer:
             )
         except (NatsError, OSError) as exc:
             raise StartupError(str(exc) or type(exc).__name__) from exc
+        if plan.ft_group:
+            await self._stand_by()
         self.delivery = Delivery(self.loop, self.conn.publish, self.log)
         self.channels = ChannelRegistry(
             self.store, self.loop, self.publisher.request_deletion, self._channel_created
@@ -195,6 +208,31 @@ class StreamingServer:
         # Everything recovered lives as long as the server: keep it out of the cyclic
         # collector's full passes (with 100k subscriptions each pass stalled the loop ~1 s).
         gc.freeze()
+
+    async def _stand_by(self) -> None:
+        """Fault-tolerant mode: returns once this server is the active one of its group
+        (internal-protocol.md §3.3); the store is not read before."""
+        plan, log = self.plan, self.log
+        log.notice("Starting in standby mode")
+        ft = self.fault_tolerance = FaultTolerance(
+            subject=ft_subject(plan.cluster_id, plan.ft_group),
+            server_id=self.server_id,
+            store=self.store,
+            log=log,
+            on_fatal=self.fatal,
+        )
+        # The acks connection: the publish flood on ``conn`` never delays a rival's
+        # heartbeat.
+        ft.listen(self.acks_conn)
+        await self.acks_conn.flush()
+        if self.on_standby is not None:
+            self.on_standby()
+        try:
+            await ft.wait_until_active(self.fatal)
+        except StoreError as exc:
+            raise StartupError(str(exc)) from exc
+        log.notice("Server is active")
+        ft.start_heartbeats(self.conn.publish)
 
     def _recover(self) -> None:
         log = self.log
@@ -360,6 +398,8 @@ class StreamingServer:
             for sid in self._sids:
                 conn.unsubscribe(sid)
         self._sids.clear()
+        if self.fault_tolerance is not None:
+            await self.fault_tolerance.stop()
         if self.partitions is not None:
             self.partitions.stop()
         await self.connections.close()

@@ -157,7 +157,8 @@ class ServerView:
 
     @property
     def cluster_id(self) -> str:
-        return self._server.info.cluster_id
+        # As the reference: a standby has not read the store's server info yet.
+        return "" if self._server.standing_by else self._server.info.cluster_id
 
     @property
     def state(self) -> str:

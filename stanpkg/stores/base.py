@@ -30,13 +30,14 @@ Design rules an implementation can rely on, and must honour:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from stanpkg.plan.limits import Limits, StoreLimits
 
 __all__ = [
+    "FT_STORES_ONLY",
     "TOO_MANY_CHANNELS",
     "TOO_MANY_SUBS",
     "BaseStore",
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 TOO_MANY_CHANNELS = "too many channels"
+FT_STORES_ONLY = "ft: only FILE or SQL stores supported in FT mode"
 TOO_MANY_SUBS = "too many subscriptions per channel"
 
 
@@ -354,6 +356,13 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release everything."""
+
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
+        """Fault-tolerant mode: one attempt to become the only server using this store;
+        True when this store now holds the lock (until ``close``), False when another
+        server does. ``on_lost(reason)`` is called if the lock is lost later. Raises
+        StoreError for any other failure, or when the store cannot be shared."""
+        raise StoreError(FT_STORES_ONLY)
 
 
 class BaseStore(Store):

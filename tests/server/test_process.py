@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stanpkg.server.main import send_signal
+from stanpkg.server.sd_notify import notify
 from tests.server.conftest import ROOT, new_cluster_id
 from tests.server.stan_client import StanClient
 
@@ -27,7 +29,9 @@ LINE = re.compile(r"^\[(\d+)\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} \[([A-Z]{3}
 
 
 class ServerProcess:
-    def __init__(self, *args: str, log_file: Path | None = None) -> None:
+    def __init__(
+        self, *args: str, log_file: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.cluster_id = new_cluster_id()
         argv = ["-a", "127.0.0.1", "-p", "-1", "-cid", self.cluster_id, *args]
         self.proc = subprocess.Popen(
@@ -35,6 +39,7 @@ class ServerProcess:
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
         )
         self.log_file = log_file
         self.lines: list[str] = []
@@ -120,6 +125,33 @@ def test_startup_log_and_graceful_stop(servers: list[ServerProcess]) -> None:
     assert order.index("Server is ready") < order.index("STREAM: Recovering the state...")
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0
+
+
+def test_systemd_readiness_and_stopping_notifications(
+    servers: list[ServerProcess], tmp_path: Path
+) -> None:
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(path))
+        sock.settimeout(20)
+        server = ServerProcess(env={"NOTIFY_SOCKET": str(path)})
+        servers.append(server)
+        assert sock.recv(4096) == b"READY=1\nSTATUS=Streaming Server is ready"
+        server.read_until("Streaming Server is ready")
+        server.proc.send_signal(signal.SIGTERM)
+        assert sock.recv(4096) == b"STOPPING=1"
+        assert server.finish() == 0
+
+
+def test_notify_outside_systemd_and_to_a_vanished_manager(tmp_path: Path) -> None:
+    assert notify("READY=1", environ={}) is False
+    assert notify("READY=1", environ={"NOTIFY_SOCKET": "relative/path"}) is False
+    assert notify("READY=1", environ={"NOTIFY_SOCKET": str(tmp_path / "gone.sock")}) is False
+    name = f"stanpkg-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)  # the abstract namespace, as "@name"
+        assert notify("READY=1", "STATUS=x", environ={"NOTIFY_SOCKET": "@" + name})
+        assert sock.recv(100) == b"READY=1\nSTATUS=x"
 
 
 def test_failed_to_start_external_nats_unreachable(servers: list[ServerProcess]) -> None:

@@ -86,4 +86,6 @@ def config_from_plan(plan: Plan) -> FileStoreConfig:
         ),
         encryption_key=key,
         cipher=cipher,
+        # A fault-tolerant group shares the directory: the standby polls the lock.
+        lock_root=not plan.ft_group,
     )

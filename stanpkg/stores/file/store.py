@@ -13,7 +13,7 @@ import asyncio
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import (
@@ -121,10 +121,14 @@ class FileStore(BaseStore):
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
 
-    @property
-    def directory_lock(self) -> RootDirLock:
-        """The ``.rootdir.lck`` lock; FT mode (``lock_root`` off) polls ``try_acquire``."""
-        return self._lock
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
+        """FT mode (``lock_root`` off): the ``.rootdir.lck`` record lock, which the
+        kernel releases if this process dies, so it is never lost while we run."""
+        try:
+            return self._lock.try_acquire()
+        except OSError as exc:
+            root = self.config.root
+            raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
 
     # -- recovery ---------------------------------------------------------------------
 

@@ -243,7 +243,7 @@ class SqlStore(BaseStore):
 
     # -- fault tolerance -----------------------------------------------------------------
 
-    async def get_exclusive_lock(self, on_lost: Callable[[str], None] | None = None) -> bool:
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None] | None = None) -> bool:
         """FT mode: own the ``StoreLock`` row (see :mod:`.lock`); released by close."""
         if self._lock is None:
             self._lock = SqlStoreLock(self.db, self.sql, self.log)

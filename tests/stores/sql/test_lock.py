@@ -51,7 +51,7 @@ async def test_a_stale_lock_is_taken_over_and_the_old_owner_told(target: Target)
 
 async def test_store_close_releases_its_lock(target: Target) -> None:
     store = target.open()
-    assert await store.get_exclusive_lock()
+    assert await store.acquire_exclusive_lock()
     [(owner, _)] = target.query("SELECT id, tick FROM StoreLock")
     assert owner
     store.close()
