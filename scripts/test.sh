@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'" \
-    nodejs:"command -v node" npm:"command -v npm"
+    nodejs:"command -v node" npm:"command -v npm" \
+    gcc:"command -v gcc" pkg-config:"command -v pkg-config" \
+    libnats-dev:"pkg-config --exists libnats"   # the C STAN client (nats.c) of the client tests
 ensure_venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 bash scripts/install-java.sh      # Spark (the pipeline tests) runs on Java 17
