@@ -52,16 +52,21 @@ class Server:
         await self._reader
         return code
 
-    async def start(self) -> None:
+    async def start(self, ready: str = READY) -> None:
         await self._spawn()
-        for _ in range(300):
-            if any(READY in line for line in self.output):
+        await self.wait_for(ready)
+
+    async def wait_for(self, text: str, timeout: float = 15) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if any(text in line for line in self.output):
                 return
             assert self.proc is not None
             if self.proc.returncode is not None:
                 break
             await asyncio.sleep(0.05)
-        raise AssertionError("server did not start:\n" + self.text())
+        raise AssertionError(f"{text!r} not logged:\n" + self.text())
 
     async def _spawn(self) -> None:
         t = self.target
@@ -213,6 +218,32 @@ async def test_a_failed_write_answers_publishers_with_the_error(
         await client.close()
     assert "Unable to store messages in channel 't': sql: " in server_log.getvalue()
     assert "Error writing to the SQL store: sql: " in capture.getvalue()
+
+
+async def test_fault_tolerant_standby_takes_over_the_database(
+    server_target: Target, nats_url: str
+) -> None:
+    cluster_id = f"sql-ft-{server_target.driver}"
+    args = ("-ns", nats_url, "-cid", cluster_id, "--ft_group", "ft")
+    active, standby = Server(server_target, *args), Server(server_target, *args)
+    try:
+        await active.start()
+        await standby.start("Starting in standby mode")
+        client = await StanClient.connect(nats_url, cluster_id, "ft-pub")
+        for i in range(5):
+            await client.publish("ft", f"m{i}".encode())
+        await client.close()
+        await active.stop(signal.SIGKILL)  # the StoreLock row stays: it must go stale
+        await standby.wait_for(READY, timeout=30)
+        assert "Server is active" in standby.text()
+        client = await StanClient.connect(nats_url, cluster_id, "ft-reader")
+        sub = await client.subscribe("ft", start=pb.First)
+        assert [m.data for m in await sub.collect(5)] == [f"m{i}".encode() for i in range(5)]
+        await client.close()
+    finally:
+        await active.stop(signal.SIGKILL)
+        await standby.stop()
+    assert "[FTL]" not in standby.text()
 
 
 async def test_cluster_id_mismatch_is_fatal(tmp_path: Path) -> None:
