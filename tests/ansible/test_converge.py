@@ -148,5 +148,53 @@ def test_converge_idempotent_validated_rolling(
         pytest.xfail("the server has no /streaming/serverz yet (stanpkg/monitor)")
     rolling = playbook(ROLLING, inventory=inventory, tmp=tmp_path, args=vault)
     assert rolling.returncode == 0, rolling.stdout[-5000:]
+    assert _restarted_in(rolling.stdout) == STANDALONE_PLAY  # not an active FT server
     assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() != pid
     assert _roundtrip(machine, "orders.after")["ok"]
+
+
+STANDALONE_PLAY = "Rolling restart of stanpkg (standalone servers and FT standbys)"
+ACTIVE_PLAY = "Rolling restart of stanpkg (active FT servers)"
+
+
+def _wait_ft_active(machine: Machine, timeout: float = 30) -> None:
+    probe = (
+        "import time, urllib.request\n"
+        f"deadline = time.monotonic() + {timeout}\n"
+        "while time.monotonic() < deadline:\n"
+        "    try:\n"
+        "        url = 'http://127.0.0.1:8222/streaming/isFTActive'\n"
+        "        if urllib.request.urlopen(url).status == 200:\n"
+        "            raise SystemExit(0)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    time.sleep(0.2)\n"
+        "raise SystemExit('never became the active FT server')\n"
+    )
+    done = machine.host_in_netns([sys.executable, "-c", probe], timeout=timeout + 30)
+    assert done.returncode == 0, done.stderr
+
+
+def _restarted_in(output: str) -> str:
+    """The play of the rolling restart that restarted stan1."""
+    plays = [chunk.split("]", 1) for chunk in output.split("PLAY [")[1:]]
+    found = [name for name, body in plays if "changed: [stan1]" in body]
+    assert len(found) == 1, output[-5000:]
+    return found[0]
+
+
+def test_rolling_restart_restarts_the_active_ft_server_last(
+    machine: Machine, deb_file: Path, tmp_path: Path
+) -> None:
+    inventory = _inventory(tmp_path, machine)
+    secrets, password = _vault_vars(tmp_path)
+    vault = ["-e", f"@{secrets}", "--vault-password-file", str(password)]
+    extra = _vars(deb_file, stanpkg_ft_group="ft-pair")
+    converge = playbook(SITE, inventory=inventory, extra=extra, tmp=tmp_path, args=vault)
+    assert converge.returncode == 0, converge.stdout[-5000:] + converge.stderr[-2000:]
+    machine.wait_active("stanpkg.service")  # Type=notify: already when standing by
+    _wait_ft_active(machine)  # the only server of its group takes the lock within ~1.3 s
+    rolling = playbook(ROLLING, inventory=inventory, tmp=tmp_path, args=vault)
+    assert rolling.returncode == 0, rolling.stdout[-5000:]
+    assert _restarted_in(rolling.stdout) == ACTIVE_PLAY
+    assert _roundtrip(machine, "orders.ft")["ok"]
