@@ -62,6 +62,12 @@ def _vault_vars(tmp: Path) -> tuple[Path, Path]:
     return secrets, password
 
 
+def _vault_args(tmp: Path) -> list[str]:
+    """ansible-playbook arguments that load the vaulted key."""
+    secrets, password = _vault_vars(tmp)
+    return ["-e", f"@{secrets}", "--vault-password-file", str(password)]
+
+
 def _vars(deb_file: Path, **extra: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "stanpkg_package_file": str(deb_file),
@@ -98,8 +104,7 @@ def test_converge_idempotent_validated_rolling(
     machine: Machine, deb_file: Path, tmp_path: Path
 ) -> None:
     inventory = _inventory(tmp_path, machine)
-    secrets, password = _vault_vars(tmp_path)
-    vault = ["-e", f"@{secrets}", "--vault-password-file", str(password)]
+    vault = _vault_args(tmp_path)
 
     # 1. First converge: installs, configures, starts.
     first = playbook(SITE, inventory=inventory, extra=_vars(deb_file), tmp=tmp_path, args=vault)
@@ -187,8 +192,7 @@ def test_rolling_restart_restarts_the_active_ft_server_last(
     machine: Machine, deb_file: Path, tmp_path: Path
 ) -> None:
     inventory = _inventory(tmp_path, machine)
-    secrets, password = _vault_vars(tmp_path)
-    vault = ["-e", f"@{secrets}", "--vault-password-file", str(password)]
+    vault = _vault_args(tmp_path)
     extra = _vars(deb_file, stanpkg_ft_group="ft-pair")
     converge = playbook(SITE, inventory=inventory, extra=extra, tmp=tmp_path, args=vault)
     assert converge.returncode == 0, converge.stdout[-5000:] + converge.stderr[-2000:]
