@@ -67,6 +67,14 @@ IDLE_CLOSE_SECONDS = 1.0  # files of old slices unused this long are closed
 SUMMARY_AFTER_SECONDS = 1.0  # recoveries longer than this log a summary line
 
 
+def _try_lock(lock: RootDirLock, root: str) -> bool:
+    """False when another server holds it; StoreError when it cannot be tried."""
+    try:
+        return lock.try_acquire()
+    except OSError as exc:
+        raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
+
+
 class FileStore(BaseStore):
     type_name = "FILE"
 
@@ -82,16 +90,11 @@ class FileStore(BaseStore):
             cause = f"mkdir {exc.filename or root}: {(exc.strerror or str(exc)).lower()}"
             raise StoreError(f"unable to create the root directory [{root}]: {cause}") from exc
         self._lock = RootDirLock(root)
-        if config.lock_root:
-            try:
-                acquired = self._lock.try_acquire()
-            except OSError as exc:
-                raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
-            if not acquired:
-                raise StoreError(
-                    f'the store directory "{root}" is in use by another server '
-                    f'(lock file "{self._lock.path}" is held)'
-                )
+        if config.lock_root and not _try_lock(self._lock, root):
+            raise StoreError(
+                f'the store directory "{root}" is in use by another server '
+                f'(lock file "{self._lock.path}" is held)'
+            )
         try:
             if config.truncate_bad_eof:
                 acquire_truncate_witness(root)
@@ -124,11 +127,7 @@ class FileStore(BaseStore):
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """FT mode (``lock_root`` off): the ``.rootdir.lck`` record lock, which the
         kernel releases if this process dies, so it is never lost while we run."""
-        try:
-            return self._lock.try_acquire()
-        except OSError as exc:
-            root = self.config.root
-            raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
+        return _try_lock(self._lock, self.config.root)
 
     # -- recovery ---------------------------------------------------------------------
 
