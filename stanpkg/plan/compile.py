@@ -115,7 +115,12 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
             trees[nats_file], collected, streaming_here=nats_file == streaming_file and block_here
         )
 
-    ctx = Context(collected.config, collected.positions, diagnostics=collected.diagnostics)
+    ctx = Context(
+        collected.config,
+        collected.positions,
+        diagnostics=collected.diagnostics,
+        nats_passthrough_keys=frozenset(entry.key.lower() for entry in collected.passthrough),
+    )
     for path in collected.positions:
         ctx.sources[path] = Source("file", str(collected.positions[path]))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))

@@ -33,6 +33,9 @@ class Context:
     positions: dict[Path, Position] = field(default_factory=dict)
     sources: dict[Path, Source] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # Top-level keys of the NATS configuration passed through to nats-server (rules that
+    # depend on, e.g., a NATS cluster block look here: they are not options of ours).
+    nats_passthrough_keys: frozenset[str] = frozenset()
 
     def get(self, path: Path, default: object = None) -> object:
         node: object = self.config

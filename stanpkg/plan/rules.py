@@ -186,6 +186,14 @@ def check_modes(ctx: Context) -> None:
             "group (ft: only FILE or SQL stores supported in FT mode)",
             "mode",
         )
+    if ft_group and kind != "MEMORY" and not _shares_a_nats_cluster(ctx):
+        ctx.warning(
+            ("ft_group",),
+            "the servers of a fault-tolerant group must share one NATS cluster to hear each "
+            "other's heartbeats: set nats_server_url, or give the embedded NATS server "
+            "routes (--routes, or a cluster block in the NATS configuration)",
+            "ft-nats",
+        )
     if partitioning and not channel_names(ctx):
         ctx.error(
             ("partitioning",),
@@ -193,6 +201,15 @@ def check_modes(ctx: Context) -> None:
             "store_limits.channels (stan: no configured channel)",
             "mode",
         )
+
+
+def _shares_a_nats_cluster(ctx: Context) -> bool:
+    return bool(
+        ctx.value(("nats_server_url",))
+        or ctx.value(("nats_server", "routes"))
+        or ctx.value(("nats_server", "cluster_listen"))
+        or {"cluster", "gateway", "leafnodes"} & ctx.nats_passthrough_keys
+    )
 
 
 def check_cluster(ctx: Context) -> None:

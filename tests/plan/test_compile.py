@@ -162,6 +162,31 @@ def test_slices_larger_than_limits_warn(tmp_path: Path) -> None:
     assert any("slice will never fill up" in m for m in messages(result, Severity.WARNING))
 
 
+@pytest.mark.parametrize(
+    ("text", "args", "warned"),
+    [
+        ("streaming { store: file, dir: d, ft_group: g }", (), True),
+        ("streaming { store: file, dir: d, ft_group: g }", ("-ns", "nats://n:4222"), False),
+        ("streaming { store: file, dir: d, ft_group: g }", ("--routes", "nats://b:6222"), False),
+        (
+            'cluster { listen: "0.0.0.0:6222", routes: ["nats://b:6222"] }\n'
+            "streaming { store: file, dir: d, ft_group: g }",
+            (),
+            False,
+        ),
+        ("streaming { store: file, dir: d }", (), False),
+    ],
+    ids=["embedded-alone", "external-nats", "routes-flag", "nats-cluster-block", "no-ft"],
+)
+def test_ft_group_needs_a_shared_nats_cluster(
+    tmp_path: Path, text: str, args: tuple[str, ...], warned: bool
+) -> None:
+    result = compile_text(tmp_path, text, *args)
+    assert result.plan is not None
+    found = [m for m in messages(result, Severity.WARNING) if "must share one NATS" in m]
+    assert bool(found) is warned, messages(result)
+
+
 def test_referenced_files_must_exist(tmp_path: Path) -> None:
     script = tmp_path / "archive.sh"
     script.write_text("#!/bin/sh\n")
