@@ -153,6 +153,7 @@ async def test_publishes_received_before_stop_are_acknowledged(nats_url: str) ->
         acks = [await client.publish_async("foo", b"x") for _ in range(2000)]
         await client.nc.flush()
         await server.stop()
-        results = await asyncio.wait_for(asyncio.gather(*acks), 5)
+        # An upper bound only (ms when idle): a CI run beside a profiled benchmark took >5 s.
+        results = await asyncio.wait_for(asyncio.gather(*acks), 30)
         assert all(ack.error == "" for ack in results)
         await client.nc.close()
