@@ -151,6 +151,47 @@ class BenchClient:
         ack_inbox = resp.ackInbox
 
 
+class AckWindow:
+    """Async publishing with at most MAX_PUB_ACKS PubAcks outstanding, like the Go client:
+    ``on_ack`` is the ack inbox handler, ``publish_all`` sends ``n`` messages."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.acked = 0
+        self.outstanding = 0
+        self.room = asyncio.Event()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.last_ack = 0.0
+
+    def on_ack(self, _s: str, _r: str, _payload: bytes) -> None:
+        self.acked += 1
+        self.outstanding -= 1
+        if self.outstanding < MAX_PUB_ACKS // 2:
+            self.room.set()
+        if self.acked == self.n:
+            self.last_ack = time.perf_counter()
+            self.done.set_result(None)
+
+    async def publish_all(
+        self, conn: NatsConnection, subject: str, parts: tuple[bytes, bytes], nuid: Nuid, inbox: str
+    ) -> None:
+        """Each message is ``before + <guid> + after`` (see ``BenchClient.pub_prefix``)."""
+        before, after = parts
+        publish, n = conn.publish, self.n
+        sent = 0
+        while sent < n:
+            burst = min(n - sent, MAX_PUB_ACKS - self.outstanding, 1024)
+            for _ in range(burst):
+                publish(subject, before + nuid.next().encode() + after, inbox)
+            sent += burst
+            self.outstanding += burst
+            if self.outstanding >= MAX_PUB_ACKS:
+                self.room.clear()
+                await self.room.wait()
+            else:
+                await asyncio.sleep(0)
+
+
 async def bench_async(url: str, cluster_id: str, n: int, size: int, subs: int) -> dict[str, object]:
     pub_conn = await NatsConnection.connect(url, name="bench-pub")
     sub_conn = await NatsConnection.connect(url, name="bench-sub")
@@ -175,47 +216,19 @@ async def bench_async(url: str, cluster_id: str, n: int, size: int, subs: int) -
         await subscriber.subscribe("bench", on_seq)
     await sub_conn.flush()
 
-    before, after = publisher.pub_prefix("bench", os.urandom(size))
+    parts = publisher.pub_prefix("bench", os.urandom(size))
     subject = f"{publisher.resp.pubPrefix}.bench"
     ack_inbox = pub_conn.new_inbox()
-    acked = 0
-    outstanding = 0
-    room = asyncio.Event()
-    pub_done = loop.create_future()
-    last_ack = 0.0
-
-    def on_ack(_s: str, _r: str, _payload: bytes) -> None:
-        nonlocal acked, outstanding, last_ack
-        acked += 1
-        outstanding -= 1
-        if outstanding < MAX_PUB_ACKS // 2:
-            room.set()
-        if acked == n:
-            last_ack = time.perf_counter()
-            pub_done.set_result(None)
-
-    pub_conn.subscribe(ack_inbox, on_ack)
+    window = AckWindow(n)
+    pub_conn.subscribe(ack_inbox, window.on_ack)
     await pub_conn.flush()
-    nuid = publisher.nuid
-    publish = pub_conn.publish
     start = time.perf_counter()
-    sent = 0
-    while sent < n:
-        burst = min(n - sent, MAX_PUB_ACKS - outstanding, 1024)
-        for _ in range(burst):
-            publish(subject, before + nuid.next().encode() + after, ack_inbox)
-        sent += burst
-        outstanding += burst
-        if outstanding >= MAX_PUB_ACKS:
-            room.clear()
-            await room.wait()
-        else:
-            await asyncio.sleep(0)
-    await asyncio.wait_for(pub_done, 120)
+    await window.publish_all(pub_conn, subject, parts, publisher.nuid, ack_inbox)
+    await asyncio.wait_for(window.done, 120)
     await asyncio.wait_for(sub_done, 120)
     await pub_conn.close()
     await sub_conn.close()
-    pub_secs = last_ack - start
+    pub_secs = window.last_ack - start
     sub_secs = last_recv - start
     return {
         "scenario": "async",
@@ -298,38 +311,14 @@ async def bench_async_publish_only(url: str, cluster_id: str, n: int, size: int)
     conn = await NatsConnection.connect(url, name="bench-fill")
     client = BenchClient(conn, cluster_id, "bench-fill")
     await client.connect()
-    before, after = client.pub_prefix("fill", os.urandom(size))
+    parts = client.pub_prefix("fill", os.urandom(size))
     subject = f"{client.resp.pubPrefix}.fill"
     inbox = conn.new_inbox()
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    acked = outstanding = 0
-    room = asyncio.Event()
-
-    def on_ack(_s: str, _r: str, _p: bytes) -> None:
-        nonlocal acked, outstanding
-        acked += 1
-        outstanding -= 1
-        if outstanding < MAX_PUB_ACKS // 2:
-            room.set()
-        if acked == n:
-            done.set_result(None)
-
-    conn.subscribe(inbox, on_ack)
+    window = AckWindow(n)
+    conn.subscribe(inbox, window.on_ack)
     start = time.perf_counter()
-    sent = 0
-    while sent < n:
-        burst = min(n - sent, MAX_PUB_ACKS - outstanding, 1024)
-        for _ in range(burst):
-            conn.publish(subject, before + client.nuid.next().encode() + after, inbox)
-        sent += burst
-        outstanding += burst
-        if outstanding >= MAX_PUB_ACKS:
-            room.clear()
-            await room.wait()
-        else:
-            await asyncio.sleep(0)
-    await asyncio.wait_for(done, 300)
+    await window.publish_all(conn, subject, parts, client.nuid, inbox)
+    await asyncio.wait_for(window.done, 300)
     rate = round(n / (time.perf_counter() - start))
     await conn.close()
     return rate
