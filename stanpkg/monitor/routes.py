@@ -178,24 +178,32 @@ class MonitorApp:
         return paging, go_atoi(query.get("subs", "")) == 1
 
     async def clientsz(self, request: web.Request) -> web.StreamResponse:
-        paging, with_subs = self._paging(request)
-        client_id = request.query.get("client", "")
-        if client_id:
-            doc = documents.clientz(self.view, client_id, with_subs)
-            if doc is None:
-                return plain_error(404, f"Client {client_id} not found")
-            return await self._json(request, doc)
-        return await self._big_json(request, documents.clientsz(self.view, paging, with_subs))
+        return await self._one_or_list(
+            request, "client", "Client", documents.clientz, documents.clientsz
+        )
 
     async def channelsz(self, request: web.Request) -> web.StreamResponse:
+        return await self._one_or_list(
+            request, "channel", "Channel", documents.channelz, documents.channelsz
+        )
+
+    async def _one_or_list(
+        self,
+        request: web.Request,
+        param: str,
+        label: str,
+        one: Callable[[ServerView, str, bool], Document | None],
+        many: Callable[[ServerView, Paging, bool], Awaitable[Document]],
+    ) -> web.StreamResponse:
+        """``?<param>=<name>`` for one item (404 when unknown), else the paged list."""
         paging, with_subs = self._paging(request)
-        name = request.query.get("channel", "")
+        name = request.query.get(param, "")
         if name:
-            doc = documents.channelz(self.view, name, with_subs)
+            doc = one(self.view, name, with_subs)
             if doc is None:
-                return plain_error(404, f"Channel {name} not found")
+                return plain_error(404, f"{label} {name} not found")
             return await self._json(request, doc)
-        return await self._big_json(request, documents.channelsz(self.view, paging, with_subs))
+        return await self._big_json(request, many(self.view, paging, with_subs))
 
     async def is_ft_active(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if self.view.state == "FT_ACTIVE" else 204)
