@@ -17,6 +17,14 @@ from tests.stores.sql.conftest import Target
 from tests.stores.sql.helpers import client, payload, publish, server_info, sub_record
 
 
+def fresh(target: Target, *args: str) -> SqlStore:
+    """An empty store, recovered and initialised as the server does on a first start."""
+    store = target.open(*args)
+    store.recover()
+    store.init(server_info())
+    return store
+
+
 def reopen(target: Target, store: SqlStore, *args: str) -> SqlStore:
     store.close()
     return target.open(*args)
@@ -42,9 +50,7 @@ async def test_fresh_store_then_recovery_of_info_and_clients(target: Target) -> 
 
 
 async def test_messages_survive_a_restart(target: Target) -> None:
-    store = target.open()
-    store.recover()
-    store.init(server_info())
+    store = fresh(target)
     msgs = store.create_channel("foo").msgs
     assert (msgs.first_sequence, msgs.last_sequence) == (0, 0)
     assert publish(msgs, [b"one", b"two"], stamp=100) == [1, 2]
@@ -75,9 +81,7 @@ async def test_messages_survive_a_restart(target: Target) -> None:
 
 
 async def test_many_messages_read_back_in_order(target: Target) -> None:
-    store = target.open("--sql_bulk_insert_limit", "100")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "--sql_bulk_insert_limit", "100")
     msgs = store.create_channel("foo").msgs
     for batch in range(10):
         publish(msgs, [f"m{batch * 100 + i}".encode() for i in range(100)])
@@ -91,9 +95,7 @@ async def test_many_messages_read_back_in_order(target: Target) -> None:
 
 
 async def test_max_msgs_and_max_bytes_drop_the_oldest(target: Target) -> None:
-    store = target.open("-mm", "3")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "-mm", "3")
     msgs = store.create_channel("foo").msgs
     publish(msgs, [b"a", b"b"])
     await msgs.flush()
@@ -115,9 +117,7 @@ async def test_max_msgs_and_max_bytes_drop_the_oldest(target: Target) -> None:
 
 
 async def test_max_bytes_keeps_at_least_the_newest(target: Target) -> None:
-    store = target.open("-mb", "100")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "-mb", "100")
     msgs = store.create_channel("foo").msgs
     publish(msgs, [b"x" * 30, b"y" * 30])
     publish(msgs, [b"z" * 200])
@@ -128,9 +128,7 @@ async def test_max_bytes_keeps_at_least_the_newest(target: Target) -> None:
 
 
 async def test_expiry_of_everything_keeps_the_last_sequence(target: Target) -> None:
-    store = target.open("-ma", "1s")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "-ma", "1s")
     msgs = store.create_channel("foo").msgs
     publish(msgs, [b"a"], stamp=1_000_000_000)
     publish(msgs, [b"b"], stamp=2_000_000_000)
@@ -153,9 +151,7 @@ async def test_expiry_of_everything_keeps_the_last_sequence(target: Target) -> N
 
 
 async def test_channel_and_subscription_limits(target: Target) -> None:
-    store = target.open("-mc", "1", "-msu", "1")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "-mc", "1", "-msu", "1")
     channel = store.create_channel("foo")
     assert store.create_channel("foo") is channel
     with pytest.raises(StoreError, match=f"^{TOO_MANY_CHANNELS}$"):
@@ -172,9 +168,7 @@ async def test_channel_and_subscription_limits(target: Target) -> None:
 @pytest.mark.parametrize("caching", [True, False], ids=["caching", "write-through"])
 async def test_subscriptions_and_pending_state_survive(target: Target, caching: bool) -> None:
     args = () if caching else ("--sql_no_caching",)
-    store = target.open(*args)
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, *args)
     store.add_client(client())
     channel = store.create_channel("foo")
     publish(channel.msgs, [b"m"] * 6)
@@ -216,9 +210,7 @@ async def test_subscriptions_and_pending_state_survive(target: Target, caching: 
 
 
 async def test_subscription_ids_are_global_and_not_reused(target: Target) -> None:
-    store = target.open()
-    store.recover()
-    store.init(server_info())
+    store = fresh(target)
     foo, bar = store.create_channel("foo"), store.create_channel("bar")
     first, second = sub_record(), sub_record()
     foo.subs.create(first)
@@ -242,9 +234,7 @@ async def test_subscription_ids_are_global_and_not_reused(target: Target) -> Non
 
 
 async def test_deleted_channel_leaves_no_rows(target: Target) -> None:
-    store = target.open()
-    store.recover()
-    store.init(server_info())
+    store = fresh(target)
     channel = store.create_channel("foo")
     publish(channel.msgs, [b"a", b"b"])
     record = sub_record()
@@ -269,9 +259,7 @@ async def test_deleted_channel_leaves_no_rows(target: Target) -> None:
 
 async def test_encryption_at_rest(target: Target) -> None:
     args = ("--encrypt", "--encryption_key", "secret")
-    store = target.open(*args)
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, *args)
     msgs = store.create_channel("foo").msgs
     publish(msgs, [b"plain text payload", b""])
     await msgs.flush()
@@ -288,9 +276,7 @@ async def test_encryption_at_rest(target: Target) -> None:
 
 
 async def test_caching_batches_pending_rows_in_reference_format(target: Target) -> None:
-    store = target.open()
-    store.recover()
-    store.init(server_info())
+    store = fresh(target)
     channel = store.create_channel("foo")
     record = sub_record()
     channel.subs.create(record)
@@ -316,9 +302,7 @@ async def test_caching_batches_pending_rows_in_reference_format(target: Target) 
 
 
 async def test_write_through_rows(target: Target) -> None:
-    store = target.open("--sql_no_caching")
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, "--sql_no_caching")
     channel = store.create_channel("foo")
     record = sub_record()
     channel.subs.create(record)
@@ -334,9 +318,7 @@ async def test_write_through_rows(target: Target) -> None:
 async def test_switching_caching_mode_keeps_pending(target: Target, first: str) -> None:
     modes = {"caching": (), "write-through": ("--sql_no_caching",)}
     second = "write-through" if first == "caching" else "caching"
-    store = target.open(*modes[first])
-    store.recover()
-    store.init(server_info())
+    store = fresh(target, *modes[first])
     channel = store.create_channel("foo")
     publish(channel.msgs, [b"m"] * 4)
     record = sub_record(durable="d")
@@ -379,9 +361,7 @@ async def test_max_open_conns_one_shares_the_connection(target: Target) -> None:
 
 async def test_acks_reach_the_table_within_a_second_without_a_flush(tmp_path: Path) -> None:
     target = Target("sqlite", str(tmp_path / "store.db"))  # the timer is the store's
-    store = target.open()
-    store.recover()
-    store.init(server_info())
+    store = fresh(target)
     channel = store.create_channel("foo")
     record = sub_record()
     channel.subs.create(record)
