@@ -76,6 +76,17 @@ async def ours_sub(url: str, subject: str, n: int) -> dict[str, Any]:
     return meter.result()
 
 
+async def relay_result(meter: Meter, inbound: Any, outbound: Any) -> dict[str, Any]:
+    """Announce readiness, wait for the last message, let the relayed ones out, close.
+    The connections are ours or nats-py's: both have ``flush(timeout)`` and ``close()``."""
+    ready()
+    await meter.done
+    await outbound.flush(30)
+    await inbound.close()
+    await outbound.close()
+    return meter.result()
+
+
 async def ours_relay(url: str, src: str, dst: str, n: int) -> dict[str, Any]:
     inbound = await NatsConnection.connect(url)
     outbound = await NatsConnection.connect(url)
@@ -89,12 +100,7 @@ async def ours_relay(url: str, src: str, dst: str, n: int) -> dict[str, Any]:
 
     inbound.subscribe(src, handler)
     await inbound.flush()
-    ready()
-    await meter.done
-    await outbound.flush(30)
-    await inbound.close()
-    await outbound.close()
-    return meter.result()
+    return await relay_result(meter, inbound, outbound)
 
 
 async def ours_pub(url: str, subject: str, n: int, size: int) -> dict[str, Any]:
@@ -145,12 +151,7 @@ async def natspy_relay(url: str, src: str, dst: str, n: int) -> dict[str, Any]:
 
     await inbound.subscribe(src, cb=handler, pending_msgs_limit=10_000_000, pending_bytes_limit=-1)
     await inbound.flush()
-    ready()
-    await meter.done
-    await outbound.flush(30)
-    await inbound.close()
-    await outbound.close()
-    return meter.result()
+    return await relay_result(meter, inbound, outbound)
 
 
 async def natspy_pub(url: str, subject: str, n: int, size: int) -> dict[str, Any]:
