@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,18 @@ def load_script(relpath: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def stan_roundtrip(url: str, channel: str, count: int) -> None:
+    """A STAN client publishes ``count`` messages to the server at ``url`` (cluster
+    test-cluster) and reads them back (tests/packaging/stan_roundtrip.py)."""
+    client = [sys.executable, "-m", "tests.packaging.stan_roundtrip"]
+    proc = subprocess.run(
+        [*client, url, "test-cluster", channel, str(count)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["ok"]

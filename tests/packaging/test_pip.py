@@ -5,18 +5,16 @@ wheel), serving a STAN client and stopping cleanly on SIGTERM."""
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.packaging.fixtures import ROOT, VERSION
+from tests.packaging.fixtures import VERSION, stan_roundtrip
 
 pytestmark = pytest.mark.slow
 
@@ -81,23 +79,7 @@ def test_pip_install_gives_a_working_server(python_dist: Path, tmp_path: Path) -
         cwd=tmp_path,
     )
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.packaging.stan_roundtrip",
-                f"nats://127.0.0.1:{port}",
-                "test-cluster",
-                "pip.test",
-                "5",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert json.loads(proc.stdout.splitlines()[-1])["ok"]
+        stan_roundtrip(f"nats://127.0.0.1:{port}", "pip.test", 5)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=20) == 0
     finally:

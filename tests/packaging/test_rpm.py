@@ -6,18 +6,16 @@ scriptlets and the venv), where the installed server runs and serves a STAN clie
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.packaging import containers
-from tests.packaging.fixtures import ROOT, need_tools
+from tests.packaging.fixtures import ROOT, need_tools, stan_roundtrip
 
 RPMLINTRC = ROOT / "packaging" / "rpm" / "stanpkg.rpmlintrc"
 
@@ -109,23 +107,7 @@ def test_rpm_installs_into_a_chroot(rpm_file: Path, base_rootfs: Path, tmp_path:
     )
     try:
         time.sleep(1)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.packaging.stan_roundtrip",
-                f"nats://127.0.0.1:{port}",
-                "test-cluster",
-                "rpm.test",
-                "3",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert json.loads(proc.stdout.splitlines()[-1])["ok"]
+        stan_roundtrip(f"nats://127.0.0.1:{port}", "rpm.test", 3)
     finally:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
