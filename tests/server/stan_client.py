@@ -18,6 +18,16 @@ from stanpkg.transport.nuid import next_nuid
 REQUEST_TIMEOUT = 2.0
 
 
+async def nats_flush(nc: Nats) -> None:
+    """A round trip that comes back only after everything published before reached the
+    NATS server. nats-py's ``flush()`` alone does not promise that: it writes its PING
+    straight to the socket, ahead of publishes still in its own buffer (nats-py 2.16),
+    which then go out behind it. The first round trip gets them written; the second
+    PING follows them."""
+    await nc.flush()
+    await nc.flush()
+
+
 class StanError(Exception):
     pass
 

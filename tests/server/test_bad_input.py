@@ -10,7 +10,7 @@ import nats
 
 from stanpkg.proto import protocol_pb2 as pb
 from tests.server.conftest import make_plan, running
-from tests.server.stan_client import StanClient
+from tests.server.stan_client import StanClient, nats_flush
 
 
 async def test_garbage_on_every_subject(nats_url: str) -> None:
@@ -42,7 +42,7 @@ async def test_garbage_on_every_subject(nats_url: str) -> None:
             await nc.publish(
                 subject, pb.MsgProto(sequence=3, data=b"z").SerializeToString(), reply=inbox
             )
-        await nc.flush()
+        await nats_flush(nc)
         await asyncio.sleep(0.3)
         # Still fully working.
         await client.publish("foo", b"after")
@@ -71,7 +71,7 @@ async def test_connect_flood(nats_url: str) -> None:
         for i in range(2000):
             req = pb.ConnectRequest(clientID=f"flood-{i % 500}", heartbeatInbox=f"hb.{i}")
             await nc.publish(discover, req.SerializeToString(), reply=inbox)
-        await nc.flush()
+        await nats_flush(nc)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15
         while replies < 2000 and loop.time() < deadline:

@@ -21,7 +21,7 @@ from stanpkg.server.server import StreamingServer
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.embedded import find_nats_server_binary
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id, running
-from tests.server.stan_client import StanClient
+from tests.server.stan_client import StanClient, nats_flush
 from tests.transport.conftest import free_port
 
 
@@ -121,7 +121,7 @@ async def test_partitioned_publish_waits_for_connect(nats_url: str, tmp_path: Pa
         reply = nc.new_inbox()
         sub = await nc.subscribe(reply)
         await nc.publish(f"_STAN.pub.{cid}.foo", pm.SerializeToString(), reply=reply)
-        await nc.flush()
+        await nats_flush(nc)
         await asyncio.sleep(0.2)
         client = await StanClient.connect(nats_url, cid, "late", protocol=0, nc=nc)
         msg = await sub.next_msg(timeout=2)

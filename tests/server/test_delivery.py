@@ -6,7 +6,7 @@ import asyncio
 
 from stanpkg.proto import protocol_pb2 as pb
 from tests.server.conftest import make_plan, running
-from tests.server.stan_client import StanClient
+from tests.server.stan_client import StanClient, nats_flush
 
 
 async def _publish_n(client: StanClient, channel: str, n: int, start: int = 1) -> None:
@@ -88,7 +88,7 @@ async def test_bad_acks_are_dropped(nats_url: str) -> None:
         await client.nc.publish(
             sub.ack_inbox, pb.Ack(subject="foo", sequence=99).SerializeToString()
         )
-        await client.nc.flush()
+        await nats_flush(client.nc)
         await asyncio.sleep(0.05)
         channel = server.channels.get("foo")
         assert channel is not None and list(channel.plain[0].pending) == [1]

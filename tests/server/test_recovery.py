@@ -29,7 +29,7 @@ from stanpkg.stores.base import (
 )
 from stanpkg.stores.memory import MemoryStore
 from tests.server.conftest import LogCapture, make_plan, running
-from tests.server.stan_client import StanClient
+from tests.server.stan_client import StanClient, nats_flush
 
 
 class RecoveringStore(MemoryStore):
@@ -152,7 +152,7 @@ async def test_recovered_clients_and_subscriptions(nats_url: str) -> None:
         assert channel.by_ack_inbox["_INBOX.ackplain"].id == plain.id
         # The stored ack inbox works.
         await nc.publish("_INBOX.ackplain", pb.Ack(subject="foo", sequence=2).SerializeToString())
-        await nc.flush()
+        await nats_flush(nc)
         await asyncio.sleep(0.05)
         assert 2 not in channel.by_ack_inbox["_INBOX.ackplain"].pending
         # Offline durable, shadow group, ghost removed, non-durable of a lost client ignored.
