@@ -28,12 +28,12 @@ BASE_TS = 1_700_000_000_000_000_000
 
 
 def generate(root: Path, messages: int, per_slice: int) -> float:
-    from stanpkg.proto import spb_pb2 as spb
-    from stanpkg.stores.filestore import ChannelWriter, SliceLimits, write_server_file
+    from stanpkg.stores.base import ServerInfo
+    from stanpkg.stores.file.format import ChannelWriter, SliceLimits, write_server_file
 
     started = time.perf_counter()
     root.mkdir(parents=True)
-    write_server_file(str(root / "server.dat"), spb.ServerInfo(ClusterID="bench"))
+    write_server_file(str(root / "server.dat"), ServerInfo.for_cluster("bench", "_STAN.discover"))
     per_channel = messages // len(CHANNELS)
     # Distinct payloads (windows of one random buffer), so Parquet cannot just dictionary-
     # encode a handful of values.

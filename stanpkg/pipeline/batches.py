@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from stanpkg.pipeline.planning import SliceTask
-from stanpkg.stores.filestore import FileStoreError, SliceInfo, SliceReader, StoredMessage
+from stanpkg.stores.file.format import FileStoreError, SliceInfo, SliceReader, StoredMessage
 
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "SliceReadStats", "read_task_batches"]
 

@@ -13,7 +13,7 @@ from stanpkg.pipeline.export import FORMATS, ExportRequest, prepare_export, run_
 from stanpkg.pipeline.options import OptionError
 from stanpkg.pipeline.session import DEFAULT_MASTER
 from stanpkg.pipeline.state import open_state_store
-from stanpkg.stores.filestore import FileStoreError
+from stanpkg.stores.file.format import FileStoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,9 +43,15 @@ def _export_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--archive-dir", help="archived slices (default: <dir>.archive)")
     parser.add_argument(
-        "--live-only",
+        "--include-removed",
         action="store_true",
-        help="only what the server serves (skip removed-but-on-disk and archived slices)",
+        help="also messages the limits removed that are still on disk (by default only "
+        "what the server serves)",
+    )
+    parser.add_argument(
+        "--include-archived",
+        action="store_true",
+        help="also the slices the archive script kept, and .bak slices",
     )
     parser.add_argument(
         "--permissive", action="store_true", help="skip damaged records instead of failing"
@@ -75,8 +81,8 @@ def export_main(argv: list[str]) -> int:
         channels=args.channels,
         format=args.format,
         encryption_key=key,
-        include_removed=not args.live_only,
-        include_archived=not args.live_only,
+        include_removed=args.include_removed,
+        include_archived=args.include_archived,
         archive_dir=args.archive_dir,
         permissive=args.permissive,
     )

@@ -39,9 +39,10 @@ class ExportRequest:
     channels: str | None = None
     format: str = "parquet"
     encryption_key: bytes | None = field(default=None, repr=False)
-    # What the server no longer serves but still has on disk / in the archive.
-    include_removed: bool = True
-    include_archived: bool = True
+    # By default exactly what the server serves; these add what it no longer serves but
+    # still has on disk (removed by limits) / in the archive (discarded slices).
+    include_removed: bool = False
+    include_archived: bool = False
     archive_dir: str | None = None
     permissive: bool = False
 

@@ -20,7 +20,7 @@ from stanpkg.plan.compile import compile_args
 from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.subjects import SubjectTree, channel_name_problem
 from stanpkg.stores.crypto import ENCRYPTION_KEY_ENV
-from stanpkg.stores.filestore import IEEE_POLY, ChannelLimits
+from stanpkg.stores.file.format import IEEE_POLY
 
 __all__ = ["ChannelSelector", "OptionError", "ReadOptions", "parse_time"]
 
@@ -90,6 +90,7 @@ class ReadOptions:
     encryption_key: bytes | None = field(default=None, repr=False)
     do_crc: bool = True
     crc_poly: int = IEEE_POLY
+    # The server's limits (re-applied as at its recovery); None = unlimited.
     store_limits: StoreLimits | None = field(default=None, repr=False)
     batch_rows: int = 8192
     only_channels: frozenset[str] | None = None  # exact names (from pushed-down filters)
@@ -161,13 +162,6 @@ class ReadOptions:
         if self.only_channels is not None and channel not in self.only_channels:
             return False
         return self.channels.matches(channel)
-
-    def limits_for(self, channel: str) -> ChannelLimits:
-        """The channel's effective limits, as the server re-applies them at recovery."""
-        if self.store_limits is None:
-            return ChannelLimits()
-        lim = self.store_limits.for_channel(channel)
-        return ChannelLimits(lim.max_msgs, lim.max_bytes, lim.max_age)
 
     def sequence_range(self, channel: str) -> tuple[int, int]:
         """Inclusive bounds for ``channel`` from the global and per-channel options."""

@@ -20,7 +20,7 @@ from stanpkg.pipeline.archive_layout import (
     find_bak_slices,
 )
 from stanpkg.pipeline.options import ReadOptions
-from stanpkg.stores.filestore import (
+from stanpkg.stores.file.format import (
     FileStoreError,
     SliceInfo,
     SliceReader,
@@ -81,7 +81,7 @@ def plan_read(options: ReadOptions) -> ReadPlan:
     ds = open_datastore(
         options.path,
         encryption_key=options.encryption_key,
-        limits=options.limits_for,
+        limits=options.store_limits,
         do_crc=options.do_crc,
         crc_poly=options.crc_poly,
         on_bad_record=on_bad_record,

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 from stanpkg.pipeline.batches import COLUMNS, SliceReadStats, read_task_batches
 from stanpkg.pipeline.options import ReadOptions
 from stanpkg.pipeline.planning import SliceTask, plan_read
-from stanpkg.stores.filestore import SliceReader
+from stanpkg.stores.file.format import SliceReader
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator

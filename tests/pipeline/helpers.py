@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import ServerInfo
 from stanpkg.stores.crypto import channel_cipher
-from stanpkg.stores.filestore import ChannelWriter, SliceLimits, open_datastore, write_server_file
+from stanpkg.stores.file.format import ChannelWriter, SliceLimits, open_datastore, write_server_file
 from tests.stores.filestore_helpers import FIXTURES, manifest, require_fixtures
 
 BASE_TS = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z
@@ -62,7 +62,9 @@ def write_store(
     """A datastore written with our writers: ``channels`` maps name -> message count."""
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "server.dat").exists():
-        write_server_file(str(root / "server.dat"), spb.ServerInfo(ClusterID=cluster_id))
+        write_server_file(
+            str(root / "server.dat"), ServerInfo.for_cluster(cluster_id, "_STAN.discover")
+        )
     for name, count in channels.items():
         append_messages(root, name, count, slice_max_msgs=slice_max_msgs, key=key)
     return root

@@ -32,5 +32,7 @@ def test_systemd_units_reference_each_other() -> None:
     service = (unit_dir / "stanpkg-export.service").read_text()
     timer = (unit_dir / "stanpkg-export.timer").read_text()
     assert "Type=oneshot" in service and "stanpkg export --config" in service
+    # An archiving job: messages removed between two runs are exported too.
+    assert "--include-removed --include-archived" in service
     assert "OnCalendar=" in timer and "Persistent=true" in timer
     assert "stanpkg-export.timer" in DOC.read_text()

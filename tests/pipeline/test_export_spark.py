@@ -63,7 +63,9 @@ def test_second_run_exports_only_new_messages(spark: Any, tmp_path: Path) -> Non
 def test_archived_slices_are_exported(spark: Any, tmp_path: Path) -> None:
     root = write_store(tmp_path / "ds", {"c": 12}, slice_max_msgs=4)
     out = tmp_path / "export"
-    request = ExportRequest(out=str(out), datastore=str(root))
+    request = ExportRequest(
+        out=str(out), datastore=str(root), include_archived=True, include_removed=True
+    )
     # The server discards the oldest slice before the first export; the script archives it.
     dat_bak, idx_bak = discard_first_slice(root, "c")
     assert run_script("c", dat_bak, idx_bak).returncode == 0
@@ -73,13 +75,8 @@ def test_archived_slices_are_exported(spark: Any, tmp_path: Path) -> None:
     assert run_script("c", dat_bak, idx_bak).returncode == 0
     assert export(spark, request) == 4
     assert exported(spark, out) == [("c", s) for s in range(1, 17)]
-    live_only = ExportRequest(
-        out=str(tmp_path / "live"),
-        datastore=str(root),
-        include_archived=False,
-        include_removed=False,
-    )
-    assert export(spark, live_only) == 8  # slices 3 and 4 only
+    served = ExportRequest(out=str(tmp_path / "served"), datastore=str(root))  # the default
+    assert export(spark, served) == 8  # slices 3 and 4 only
 
 
 def test_cli_json_with_encryption_key_env(
@@ -89,8 +86,7 @@ def test_cli_json_with_encryption_key_env(
     monkeypatch.setenv("MY_STAN_KEY", copy.manifest["encryption"]["key"])
     out = tmp_path / "json-out"
     argv = ["--dir", str(copy.datastore), "--out", str(out), "--format", "json",
-            "--channels", "secure.*", "--encryption-key-env", "MY_STAN_KEY",
-            "--live-only"]  # fmt: skip
+            "--channels", "secure.*", "--encryption-key-env", "MY_STAN_KEY"]  # fmt: skip
     assert export_main(argv) == 0
     summary = capsys.readouterr().out
     assert summary.startswith("exported 19 messages") and "msg/s" in summary

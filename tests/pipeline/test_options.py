@@ -102,8 +102,9 @@ def test_config_supplies_dir_limits_crc_and_key(tmp_path: Path) -> None:
     copy = copy_fixture("aes", tmp_path)
     opts = ReadOptions.parse({"config": str(copy.config)}, environ={})
     assert opts.path == str(copy.datastore)
-    assert opts.limits_for("secure.orders").max_msgs == 8
-    assert opts.limits_for("other").max_msgs == 1_000_000  # the server's default
+    assert opts.store_limits is not None
+    assert opts.store_limits.for_channel("secure.orders").max_msgs == 8
+    assert opts.store_limits.for_channel("other").max_msgs == 1_000_000  # the server's default
     assert opts.encryption_key == b"fixture-A-aes-3f9c1e7b52d04a86"
     assert opts.archive_dir == str(copy.datastore) + ".archive"
 

@@ -10,7 +10,7 @@ import pytest
 from stanpkg.pipeline.batches import ARROW_SCHEMA, SliceReadStats, read_task_batches
 from stanpkg.pipeline.options import ReadOptions
 from stanpkg.pipeline.planning import plan_read
-from stanpkg.stores.filestore import UnexpectedEOFError
+from stanpkg.stores.file.format import UnexpectedEOFError
 from tests.pipeline.helpers import (
     BASE_TS,
     TS_STEP,

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from stanpkg.stores.filestore import ChannelLimits
+from stanpkg.plan.limits import Limits
+from stanpkg.stores.base import ClientRecord, ServerInfo, SubRecord
 
 
 def _fixtures_root() -> Path:
@@ -70,14 +71,18 @@ def tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
-def limits_from_manifest(m: dict[str, Any]) -> dict[str, ChannelLimits]:
+def limits_from_manifest(m: dict[str, Any]) -> dict[str, Limits]:
     """Per-channel effective limits as reported by /streaming/storez."""
     limits = m["expected"]["limits"]
     out = {}
     for ch in m["expected"]["channels"]:
         lim = limits.get("channels", {}).get(ch["name"], limits)
-        out[ch["name"]] = ChannelLimits(
-            max_msgs=lim["max_msgs"], max_bytes=lim["max_bytes"], max_age_ns=lim["max_age"]
+        out[ch["name"]] = Limits(
+            max_subs=0,
+            max_msgs=lim["max_msgs"],
+            max_bytes=lim["max_bytes"],
+            max_age=lim["max_age"],
+            max_inactivity=0,
         )
     return out
 
@@ -90,9 +95,8 @@ def encryption_key(m: dict[str, Any]) -> bytes | None:
 def make_small_store(root: Path, *, key: bytes | None = None, n: int = 6) -> Path:
     """A datastore written with our writers: one channel "ch" of n messages, 3 per slice,
     a client and a durable subscription with pending messages."""
-    from stanpkg.proto import spb_pb2 as spb
     from stanpkg.stores.crypto import channel_cipher
-    from stanpkg.stores.filestore import (
+    from stanpkg.stores.file.format import (
         ChannelWriter,
         ClientsFileWriter,
         SliceLimits,
@@ -101,10 +105,10 @@ def make_small_store(root: Path, *, key: bytes | None = None, n: int = 6) -> Pat
     )
 
     root.mkdir(parents=True)
-    write_server_file(str(root / "server.dat"), spb.ServerInfo(ClusterID="small"))
+    write_server_file(str(root / "server.dat"), ServerInfo.for_cluster("small", "_STAN.discover"))
     with ClientsFileWriter(str(root / "clients.dat")) as cw:
-        cw.add(spb.ClientInfo(ID="me", HbInbox="hb"))
-        cw.add(spb.ClientInfo(ID="gone", HbInbox="hb2"))
+        cw.add(ClientRecord("me", "hb"))
+        cw.add(ClientRecord("gone", "hb2"))
         cw.delete("gone")
     cipher = channel_cipher(key, "ch") if key else None
     with ChannelWriter(
@@ -113,7 +117,7 @@ def make_small_store(root: Path, *, key: bytes | None = None, n: int = 6) -> Pat
         for seq in range(1, n + 1):
             w.append(seq, f"payload number {seq}".encode(), 1_700_000_000_000_000_000 + seq)
     with SubsFileWriter(str(root / "ch" / "subs.dat")) as sw:
-        sw.new(spb.SubState(ID=1, clientID="me", durableName="d", isDurable=True, ackInbox="a"))
+        sw.new(SubRecord("me", "", "a", 0, 0, durable_name="d", is_durable=True, id=1))
         for seq in range(1, n + 1):
             sw.sent(1, seq)
         sw.acked(1, 1)

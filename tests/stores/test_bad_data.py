@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stanpkg.stores.filestore import (
+from stanpkg.stores.file.format import (
     CorruptedRecordError,
     FileStoreError,
     FileVersionError,

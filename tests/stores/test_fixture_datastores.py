@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from stanpkg.stores.filestore import (
+from stanpkg.stores.base import SubRecord
+from stanpkg.stores.file.format import (
     Datastore,
     MessageDecryptionError,
     SliceInfo,
-    SubscriptionRecord,
     crc32_func,
     open_datastore,
     recover_slice,
@@ -43,8 +43,8 @@ def recovered(request: pytest.FixtureRequest) -> tuple[Datastore, dict[str, Any]
 def test_server_info_and_clients(recovered: tuple[Datastore, dict[str, Any]]) -> None:
     ds, m = recovered
     assert ds.cluster_id == m["cluster_id"] == m["expected"]["server"]["cluster_id"]
-    assert ds.server_info is not None and ds.server_info.NodeID == ""
-    assert ds.server_info.Publish == f"_STAN.pub.{m['cluster_id']}"
+    assert ds.server_info is not None and ds.server_info.node_id == ""
+    assert ds.server_info.publish == f"_STAN.pub.{m['cluster_id']}"
     expected = {c["id"]: c["hb_inbox"] for c in m["expected"]["clients"]}
     assert {cid: c.hb_inbox for cid, c in ds.clients.items()} == expected
     assert ds.log == []
@@ -83,8 +83,8 @@ def test_every_message(recovered: tuple[Datastore, dict[str, Any]]) -> None:
         assert ds.get_message(channel, info.last_seq + 1) is None
 
 
-def _is_offline(sub: SubscriptionRecord, clients: set[str]) -> bool:
-    if sub.is_durable_queue_shadow:
+def _is_offline(sub: SubRecord, clients: set[str]) -> bool:
+    if sub.is_durable and sub.qgroup and not sub.client_id:  # a durable queue group's shadow
         return True
     return bool(sub.durable_name) and (sub.is_closed or sub.client_id not in clients)
 
@@ -93,20 +93,21 @@ def test_subscriptions(recovered: tuple[Datastore, dict[str, Any]]) -> None:
     ds, m = recovered
     clients = set(ds.clients)
     for ch in m["expected"]["channels"]:
-        subs = {s.ack_inbox: s for s in ds.channel(ch["name"]).subscriptions.values()}
+        subs = {s.record.ack_inbox: s for s in ds.channel(ch["name"]).subscriptions.values()}
         assert len(subs) == ch["subs_count"]
         for e in ch["subscriptions"]:
-            s = subs[e["ack_inbox"]]
+            pending = subs[e["ack_inbox"]].pending
+            s = subs[e["ack_inbox"]].record
             assert s.client_id == e["client_id"]
             assert s.inbox == e["inbox"]
             assert s.durable_name == e.get("durable_name", "")
-            assert s.queue_group == e.get("queue_name", "")
+            assert s.qgroup == e.get("queue_name", "")
             assert (s.is_durable or bool(s.durable_name)) is e["is_durable"]
             assert _is_offline(s, clients) is e["is_offline"]
-            assert s.max_in_flight == e["max_inflight"]
-            assert s.ack_wait_seconds == e["ack_wait"]
+            assert s.max_inflight == e["max_inflight"]
+            assert s.ack_wait_secs == e["ack_wait"]
             assert s.last_sent == e["last_sent"]
-            assert len(s.pending) == e["pending_count"]
+            assert len(pending) == e["pending_count"]
 
 
 def _slices_on_disk(ds: Datastore, m: dict[str, Any]) -> None:

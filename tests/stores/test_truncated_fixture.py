@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.stores.filestore import (
+from stanpkg.stores.file.format import (
     TruncateWitnessError,
     UnexpectedEOFError,
     clear_truncate_witness,
@@ -61,8 +61,11 @@ def test_with_option_truncates_and_recovers(tmp_path: Path) -> None:
         got = (info.first_seq, info.last_seq, info.msg_count, info.total_bytes)
         assert got == (ch["first_seq"], ch["last_seq"], ch["msgs"], ch["bytes"])
         for e in ch["subscriptions"]:
-            (sub,) = [s for s in info.subscriptions.values() if s.ack_inbox == e["ack_inbox"]]
-            assert sub.last_sent == e["last_sent"] == 6  # > last_seq: recorded before the cut
+            (sub,) = [
+                s for s in info.subscriptions.values() if s.record.ack_inbox == e["ack_inbox"]
+            ]
+            # last_sent > last_seq: recorded before the cut
+            assert sub.record.last_sent == e["last_sent"] == 6
             assert len(sub.pending) == e["pending_count"]
     for channel, expected in m["expected"]["messages"].items():
         got = list(ds.iter_messages(channel))

@@ -6,6 +6,7 @@ import os
 import pickle
 import struct
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,10 @@ from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, SubRecord
 from stanpkg.stores.crypto import CIPHER_AES, CIPHER_CHACHA, channel_cipher
-from stanpkg.stores.filestore import (
-    ChannelLimits,
+from stanpkg.stores.file.format import (
+    NO_LIMITS,
     ChannelWriter,
     ClientsFileWriter,
     CorruptedRecordError,
@@ -24,7 +26,6 @@ from stanpkg.stores.filestore import (
     MessageSliceWriter,
     RecordScan,
     SliceLimits,
-    SubscriptionRecord,
     SubsFileWriter,
     auto_slice_limits,
     compact_clients_file,
@@ -37,8 +38,9 @@ from stanpkg.stores.filestore import (
     replay_subs,
     write_server_file,
 )
-from stanpkg.stores.filestore.index import index_position, read_index_entry
-from stanpkg.stores.filestore.subsfile import SUB_DELETE, SUB_NEW, SUB_SENT, SUB_UPDATE
+from stanpkg.stores.file.format.index import index_position, read_index_entry
+from stanpkg.stores.file.format.subsfile import SUB_DELETE, SUB_NEW, SUB_SENT, SUB_UPDATE
+from stanpkg.stores.records import client_from_proto, sub_from_proto
 from tests.stores.filestore_helpers import datastore_dir
 
 CASTAGNOLI = 0x82F63B78
@@ -63,7 +65,7 @@ def test_writers_reproduce_reference_files(name: str, tmp_path: Path) -> None:
     with ClientsFileWriter(str(tmp_path / "clients.dat")) as cw:
         for rec_type, payload in _records(src / "clients.dat", typed=True):
             if rec_type == 1:
-                cw.add(spb.ClientInfo.FromString(payload))
+                cw.add(client_from_proto(spb.ClientInfo.FromString(payload)))
             else:
                 cw.delete(spb.ClientDelete.FromString(payload).ID)
     assert (tmp_path / "clients.dat").read_bytes() == (src / "clients.dat").read_bytes()
@@ -73,7 +75,7 @@ def test_writers_reproduce_reference_files(name: str, tmp_path: Path) -> None:
         with SubsFileWriter(str(out / "subs.dat")) as sw:
             for rec_type, payload in _records(channel_dir / "subs.dat", typed=True):
                 if rec_type in (SUB_NEW, SUB_UPDATE):
-                    state = spb.SubState.FromString(payload)
+                    state = sub_from_proto(spb.SubState.FromString(payload))
                     (sw.new if rec_type == SUB_NEW else sw.update)(state)
                 elif rec_type == SUB_DELETE:
                     sw.delete(spb.SubStateDelete.FromString(payload).ID)
@@ -96,13 +98,13 @@ def _write_store(root: Path, *, key: bytes | None, cipher: int, poly: int | None
     """A datastore with several channels, slices, subs with acks, clients added/removed."""
     crc = crc32_func(poly) if poly else None
     root.mkdir()
-    info = spb.ServerInfo(ClusterID="rt", Discovery="_STAN.discover.rt", Publish="_STAN.pub.rt")
+    info = ServerInfo.for_cluster("rt", "_STAN.discover")
     write_server_file(str(root / "server.dat"), info, crc=crc)
     with ClientsFileWriter(str(root / "clients.dat"), crc=crc) as cw:
         for cid in ("a", "b", "c"):
-            cw.add(spb.ClientInfo(ID=cid, HbInbox=f"hb.{cid}", ConnID=cid.encode(), Protocol=1))
+            cw.add(ClientRecord(cid, f"hb.{cid}", conn_id=cid.encode(), protocol=1))
         cw.delete("b")
-        cw.add(spb.ClientInfo(ID="b", HbInbox="hb.b2", Protocol=1, PingInterval=5))
+        cw.add(ClientRecord("b", "hb.b2", protocol=1, ping_interval=5))
         cw.delete("c")
     expected_msgs: dict[str, list[tuple[int, str, bytes, int]]] = {}
     plan = {"alpha": 11, "beta.x": 4, "empty": 0}
@@ -127,19 +129,18 @@ def _write_store(root: Path, *, key: bytes | None, cipher: int, poly: int | None
                     w.sync()
             expected_msgs[channel] = msgs
         with SubsFileWriter(str(root / channel / "subs.dat"), crc=crc, buffer_size=100) as sw:
-            dur = spb.SubState(ID=1, clientID="a", inbox="in.1", ackInbox="ack.1", maxInFlight=5)
-            dur.durableName, dur.isDurable = "d", True
+            dur = SubRecord("a", "in.1", "ack.1", 5, 0, durable_name="d", is_durable=True, id=1)
             sw.new(dur)
             for seq in range(1, n + 1):
                 sw.sent(1, seq)
             for seq in range(1, n + 1, 2):
                 sw.acked(1, seq)
-            dur.isClosed, dur.lastSent = True, n  # the server passes its lastSent
+            dur.is_closed, dur.last_sent = True, n  # the server passes its last_sent
             sw.update(dur)
-            sw.new(spb.SubState(ID=2, clientID="b", qGroup="q", inbox="in.2", ackInbox="ack.2"))
+            sw.new(SubRecord("b", "in.2", "ack.2", 0, 0, qgroup="q", id=2))
             sw.sent(2, 1)
             sw.delete(2)
-            sw.new(spb.SubState(ID=3, clientID="a", inbox="in.3", ackInbox="ack.3"))
+            sw.new(SubRecord("a", "in.3", "ack.3", 0, 0, id=3))
             sw.sent(99, 1)  # unknown ID: ignored
     return expected_msgs
 
@@ -181,10 +182,10 @@ def test_round_trip(tmp_path: Path, key: bytes | None, cipher: int) -> None:
         )
         subs = info.subscriptions
         assert sorted(subs) == [1, 3] and info.max_sub_id == 3
-        assert subs[1].is_closed and subs[1].durable_name == "d"
-        assert subs[1].pending == frozenset(range(2, n + 1, 2))
-        assert subs[1].last_sent == n
-        assert subs[3].pending == frozenset() and subs[3].last_sent == 0
+        assert subs[1].record.is_closed and subs[1].record.durable_name == "d"
+        assert subs[1].pending == list(range(2, n + 1, 2))
+        assert subs[1].record.last_sent == n
+        assert subs[3].pending == [] and subs[3].record.last_sent == 0
         for seq, reply, data, ts in msgs:
             m = ds.get_message(channel, seq)
             assert m is not None and (m.reply, m.data, m.timestamp) == (reply, data, ts)
@@ -281,7 +282,7 @@ def test_compaction_keeps_state(tmp_path: Path) -> None:
         for p in root.iterdir()
         if p.name.startswith(("subs", "clients.dat")) and p.is_file() and p.name != "clients.dat"
     ]
-    assert isinstance(next(iter(after_subs.subs.values())), SubscriptionRecord)
+    assert isinstance(next(iter(after_subs.subs.values())), RecoveredSubscription)
 
 
 def test_subs_bookkeeping(tmp_path: Path) -> None:
@@ -296,16 +297,17 @@ def test_subs_bookkeeping(tmp_path: Path) -> None:
 
 def test_auto_slice_limits() -> None:
     none = SliceLimits(max_msgs=0, max_bytes=0, max_age_ns=0)
-    got = auto_slice_limits(none, ChannelLimits(max_msgs=8, max_bytes=3, max_age_ns=2 * 10**9))
+    channel = replace(NO_LIMITS, max_msgs=8, max_bytes=3, max_age=2 * 10**9)
+    got = auto_slice_limits(none, channel)
     assert got == SliceLimits(max_msgs=2, max_bytes=1, max_age_ns=10**9)
-    assert auto_slice_limits(SliceLimits(), ChannelLimits(max_msgs=8)) == SliceLimits()
-    assert not auto_slice_limits(none, ChannelLimits()).has_limits
+    assert auto_slice_limits(SliceLimits(), replace(NO_LIMITS, max_msgs=8)) == SliceLimits()
+    assert not auto_slice_limits(none, NO_LIMITS).has_limits
 
 
 def test_slices_are_ordered_numerically(tmp_path: Path) -> None:
     root = tmp_path / "store"
     root.mkdir()
-    write_server_file(str(root / "server.dat"), spb.ServerInfo(ClusterID="n"))
+    write_server_file(str(root / "server.dat"), ServerInfo.for_cluster("n", "_STAN.discover"))
     with ChannelWriter(str(root / "c"), "c", slice_limits=SliceLimits(max_msgs=1)) as w:
         for seq in range(1, 13):
             w.append(seq, b"%d" % seq, seq)

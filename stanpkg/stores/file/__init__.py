@@ -1,7 +1,7 @@
 """The FILE store: Go-compatible on-disk datastore behind the store interface.
 
 The on-disk format itself (framing, slices, index, clients/subs/server files) lives in
-:mod:`stanpkg.stores.filestore`; this package is the running store built on it.
+:mod:`stanpkg.stores.file.format`; this package is the running store built on it.
 """
 
 from stanpkg.stores.file.config import CompactionPolicy, FileStoreConfig, config_from_plan

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 from stanpkg.stores.base import ClientRecord, StoreError
 from stanpkg.stores.file.env import StoreEnv
-from stanpkg.stores.file.handles import AppendFile
-from stanpkg.stores.filestore.clientsfile import (
+from stanpkg.stores.file.format.clientsfile import (
     ClientsFileWriter,
     ClientsReplay,
     compact_clients_file,
 )
-from stanpkg.stores.filestore.errors import FileStoreError
+from stanpkg.stores.file.format.errors import FileStoreError
+from stanpkg.stores.file.handles import AppendFile
 
 __all__ = ["ClientsFile"]
 
@@ -45,13 +45,10 @@ class ClientsFile:
         self._maybe_compact()
 
     def _write(self, op: Callable[[ClientsFileWriter], int]) -> None:
-        writer = self._file.writer()
-        before = writer.size
         try:
-            op(writer)
+            self._size += self._file.append_with(op)
         except OSError as exc:
             raise StoreError(f"unable to write client record: {exc}") from exc
-        self._size += writer.size - before
         self.env.syncer.mark_dirty(self._file)
 
     def _maybe_compact(self) -> None:

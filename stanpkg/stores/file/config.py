@@ -10,7 +10,7 @@ from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.model import Plan
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.crypto import EncryptionError, parse_cipher
-from stanpkg.stores.filestore import SliceLimits
+from stanpkg.stores.file.format import SliceLimits
 
 __all__ = ["CompactionPolicy", "FileStoreConfig", "config_from_plan"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from stanpkg.stores.base import StoreLog
 from stanpkg.stores.file.archive import SliceRemover
 from stanpkg.stores.file.config import FileStoreConfig
+from stanpkg.stores.file.format.framing import CrcFunc
 from stanpkg.stores.file.handles import HandlePool
 from stanpkg.stores.file.syncing import Syncer
-from stanpkg.stores.filestore.framing import CrcFunc
 
 __all__ = ["StoreEnv"]
 

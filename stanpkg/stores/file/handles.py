@@ -15,14 +15,22 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from stanpkg.stores.file.format.appender import RecordAppender
+from stanpkg.stores.file.format.framing import CrcFunc
+from stanpkg.stores.file.format.msgwriter import MessageSliceWriter
+from stanpkg.stores.file.format.slices import slice_paths
 from stanpkg.stores.file.syncing import FsyncItem, dup_or_path
-from stanpkg.stores.filestore.appender import RecordAppender
-from stanpkg.stores.filestore.framing import CrcFunc
-from stanpkg.stores.filestore.msgwriter import MessageSliceWriter
 
-__all__ = ["AppendFile", "HandlePool", "ManagedFile", "SliceReadFiles", "SliceWriteFiles"]
+__all__ = [
+    "AppendFile",
+    "HandlePool",
+    "ManagedFile",
+    "SliceReadFiles",
+    "SliceWriteFiles",
+    "WriterFile",
+]
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
@@ -91,19 +99,25 @@ class HandlePool:
             self.release(handle)
 
 
+class _Writer(Protocol):
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+F = TypeVar("F", bound=_Writer)
 W = TypeVar("W", bound=RecordAppender)
 
 
-class AppendFile(ManagedFile, Generic[W]):
-    """``clients.dat`` or a ``subs.dat``: an appender recreated on reopen."""
+class WriterFile(ManagedFile, Generic[F]):
+    """Files written through a writer object, recreated (``make``) on reopen."""
 
-    def __init__(self, pool: HandlePool, path: str, make: Callable[[], W]) -> None:
+    def __init__(self, pool: HandlePool, make: Callable[[], F]) -> None:
         super().__init__(pool)
-        self.path = path
         self._make = make
-        self._writer: W | None = None
+        self._writer: F | None = None
 
-    def writer(self) -> W:
+    def writer(self) -> F:
         writer = self._writer
         if writer is not None and not self.pool.limit:
             return writer  # the hot path: open, and no limit to keep LRU order for
@@ -124,12 +138,27 @@ class AppendFile(ManagedFile, Generic[W]):
         if writer is not None:
             writer.close()
 
+
+class AppendFile(WriterFile[W]):
+    """``clients.dat`` or a ``subs.dat``: one record appender."""
+
+    def __init__(self, pool: HandlePool, path: str, make: Callable[[], W]) -> None:
+        super().__init__(pool, make)
+        self.path = path
+
+    def append_with(self, op: Callable[[W], object]) -> int:
+        """Append with ``op(writer)``; returns the bytes it added (errors propagate)."""
+        writer = self.writer()
+        before = writer.size
+        op(writer)
+        return writer.size - before
+
     def fsync_items(self) -> list[FsyncItem]:
         fd = self._writer.fileno() if self._writer is not None else -1
         return [dup_or_path(fd, self.path)]
 
 
-class SliceWriteFiles(ManagedFile):
+class SliceWriteFiles(WriterFile[MessageSliceWriter]):
     """The append side of the write slice (data + index)."""
 
     fd_count = 2
@@ -137,33 +166,11 @@ class SliceWriteFiles(ManagedFile):
     def __init__(
         self, pool: HandlePool, channel_dir: str, number: int, crc: CrcFunc, buffer_size: int
     ) -> None:
-        super().__init__(pool)
-        self.channel_dir = channel_dir
-        self.number = number
-        self._crc = crc
-        self._buffer_size = buffer_size
-        self._writer: MessageSliceWriter | None = None
-        self.dat_path = os.path.join(channel_dir, f"msgs.{number}.dat")
-        self.idx_path = os.path.join(channel_dir, f"msgs.{number}.idx")
-
-    def writer(self) -> MessageSliceWriter:
-        self.pool.acquire(self)
-        assert self._writer is not None
-        return self._writer
-
-    def write_out(self) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-
-    def _open(self) -> None:
-        self._writer = MessageSliceWriter(
-            self.channel_dir, self.number, crc=self._crc, buffer_size=self._buffer_size
+        super().__init__(
+            pool, lambda: MessageSliceWriter(channel_dir, number, crc=crc, buffer_size=buffer_size)
         )
-
-    def _close(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
+        self.number = number
+        self.dat_path, self.idx_path = slice_paths(channel_dir, number)
 
     def fsync_items(self) -> list[FsyncItem]:
         dat_fd, idx_fd = self._writer.filenos() if self._writer is not None else (-1, -1)

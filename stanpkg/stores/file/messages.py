@@ -18,20 +18,15 @@ from google.protobuf.message import DecodeError
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
 from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError
-from stanpkg.stores.crypto import EncryptionError, PayloadCipher, channel_key
+from stanpkg.stores.crypto import EncryptionError, PayloadCipher
+from stanpkg.stores.file.encryption import decrypt_record, encrypt_record, message_cipher
 from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.format.channel import ChannelInfo
+from stanpkg.stores.file.format.errors import FileStoreError
+from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
+from stanpkg.stores.file.format.msgwriter import SliceLimits, auto_slice_limits
 from stanpkg.stores.file.handles import SliceWriteFiles
-from stanpkg.stores.file.slice_reads import (
-    HeadCursor,
-    ReadWindow,
-    Slice,
-    decrypt_record,
-    encrypt_record,
-    read_index,
-)
-from stanpkg.stores.filestore import ChannelLimits, SliceLimits, auto_slice_limits
-from stanpkg.stores.filestore.errors import FileStoreError
-from stanpkg.stores.filestore.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
+from stanpkg.stores.file.slice_reads import HeadCursor, ReadWindow, Slice, read_index
 
 __all__ = ["FileMessageStore"]
 
@@ -51,37 +46,33 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         name: str,
         channel_dir: str,
         limits: Limits,
-        *,
-        slices: Sequence[Slice] = (),
-        first: int = 0,
-        last: int = 0,
-        count: int = 0,
-        total_bytes: int = 0,
-        next_number: int = 1,
+        recovered: ChannelInfo | None = None,
     ) -> None:
         self.env = env
         self.name = name
         self.channel_dir = channel_dir
         self.limits = limits
-        self._slice_limits: SliceLimits = auto_slice_limits(
-            env.config.slice_limits,
-            ChannelLimits(limits.max_msgs, limits.max_bytes, limits.max_age),
-        )
-        self._slices: list[Slice] = list(slices)
+        self._slice_limits: SliceLimits = auto_slice_limits(env.config.slice_limits, limits)
+        self._slices: list[Slice] = []
+        self._next_number = 1
+        self._first = self._last = self._count = self._bytes = 0
+        if recovered is not None:
+            self._slices = [
+                Slice.recovered(sl, recovered.seqs(i)) for i, sl in enumerate(recovered.slices)
+            ]
+            self._next_number = recovered.next_number
+            self._first, self._last = recovered.first_seq, recovered.last_seq
+            self._count, self._bytes = recovered.msg_count, recovered.total_bytes
         self._firsts: list[int] = [s.first_seq for s in self._slices]
-        self._next_number = next_number
         self._writer: SliceWriteFiles | None = None
         if self._slices:
             self._writer = self._write_files(self._slices[-1].number)
         self._retired: list[SliceWriteFiles] = []  # rolled-over writers not yet synced
-        self._first, self._last, self._count, self._bytes = first, last, count, total_bytes
         self._last_ts = self._slices[-1].last_ts if self._slices else 0
         self._hit_limit = False
         self._cipher: PayloadCipher | None = None
         if env.key_hash is not None:
-            self._cipher = PayloadCipher(
-                channel_key(env.key_hash, name), env.config.cipher, initial_counter=last + 1
-            )
+            self._cipher = message_cipher(env.key_hash, name, env.config.cipher, self._last + 1)
         self._cache: list[bytes] = []
         self._cache_first = 0
         self._cache_bytes = 0
@@ -162,14 +153,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         """The slice the next message goes to, rolling over per filestore.md §7.3."""
         if self._writer is not None:
             sl = self._slices[-1]
-            lim = self._slice_limits
-            if not lim.has_limits or sl.count == 0:
-                return sl
-            if not (
-                (lim.max_bytes > 0 and sl.total_bytes >= lim.max_bytes)
-                or (lim.max_msgs > 0 and sl.count >= lim.max_msgs)
-                or (lim.max_age_ns > 0 and now - sl.first_ts >= lim.max_age_ns)
-            ):
+            if not self._slice_limits.full(sl.count, sl.total_bytes, sl.first_ts, now):
                 return sl
         return self._roll()
 
@@ -305,6 +289,21 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             self._window.reset()
             self._report_lookup_error(sequence, exc)
             return None
+
+    def locate(self, sequence: int) -> str:
+        """Where the stored message is on disk, as error texts name it
+        (``file "<msgs.N.dat>", offset N``); "" when it is not stored."""
+        if sequence < self._first or sequence > self._last:
+            return ""
+        sl = self._slices[bisect_right(self._firsts, sequence) - 1]
+        pos = sl.position(sequence)
+        if pos < sl.removed:  # -1: not in the slice
+            return ""
+        try:
+            _, offset, _, _, _ = INDEX_RECORD.unpack(read_index(sl, self.env.pool, pos, 1))
+        except (OSError, FileStoreError):
+            return f'file "{sl.dat_path}"'
+        return f'file "{sl.dat_path}", offset {offset}'
 
     def _report_lookup_error(self, sequence: int, exc: Exception) -> None:
         # Once per message: a subscriber stuck on it would otherwise flood the log.

@@ -17,16 +17,15 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.crypto import PayloadCipher
-from stanpkg.stores.file.handles import HandlePool, SliceReadFiles
-from stanpkg.stores.filestore.errors import (
-    CorruptedRecordError,
+from stanpkg.stores.file.format.errors import (
     IndexFileError,
     IndexMismatchError,
 )
-from stanpkg.stores.filestore.framing import RECORD_HEADER, RECORD_HEADER_SIZE, CrcFunc
-from stanpkg.stores.filestore.index import INDEX_RECORD, INDEX_RECORD_SIZE, index_position
+from stanpkg.stores.file.format.framing import RECORD_HEADER_SIZE, CrcFunc
+from stanpkg.stores.file.format.index import INDEX_RECORD, INDEX_RECORD_SIZE, index_position
+from stanpkg.stores.file.format.reader import indexed_payload
+from stanpkg.stores.file.format.slices import SliceInfo
+from stanpkg.stores.file.handles import HandlePool, SliceReadFiles
 
 __all__ = ["HeadCursor", "ReadWindow", "Slice", "pread_exact"]
 
@@ -53,6 +52,23 @@ class Slice:
     # Sequences by position, only for slices with gaps (written by old servers).
     seqs: array[int] | None = None
     files: SliceReadFiles | None = field(default=None, repr=False)
+
+    @classmethod
+    def recovered(cls, info: SliceInfo, seqs: array[int] | None) -> Slice:
+        """The running state of a slice as recovery described it."""
+        return cls(
+            number=info.number,
+            dat_path=info.dat_path,
+            idx_path=info.idx_path,
+            first_seq=info.first_seq,
+            last_seq=info.last_seq,
+            count=info.count,
+            total_bytes=info.total_bytes,
+            first_ts=info.first_timestamp,
+            last_ts=info.last_timestamp,
+            removed=info.removed,
+            seqs=seqs,
+        )
 
     def position(self, seq: int) -> int:
         """Index position of ``seq`` in this slice, -1 if it holds no such sequence."""
@@ -165,26 +181,7 @@ class ReadWindow:
         if start < 0 or end - self._data_at > len(self._data):
             self._fill(sl, pool, index, offset, end)
             start = 0
-        data = self._data
-        rec_size, rec_crc = RECORD_HEADER.unpack_from(data, start)
-        payload = data[start + RECORD_HEADER_SIZE : start + RECORD_HEADER_SIZE + size]
-        if rec_size != size:
-            raise IndexMismatchError(
-                f"record size in data file is {rec_size}, index of sequence {seq} says {size}",
-                path=sl.dat_path,
-                offset=offset,
-            )
-        if crc is not None and (actual := crc(payload)) != rec_crc:
-            raise CorruptedRecordError(
-                path=sl.dat_path,
-                offset=offset,
-                header=data[start : start + RECORD_HEADER_SIZE],
-                payload=payload,
-                typed=False,
-                expected_crc=rec_crc,
-                actual_crc=actual,
-            )
-        return payload
+        return indexed_payload(self._data, start, offset, seq, size, crc, sl.dat_path)
 
     def _fill(self, sl: Slice, pool: HandlePool, index: int, offset: int, end: int) -> None:
         """Read the record at ``offset`` and, within the read-ahead budget, the records
@@ -204,21 +201,3 @@ class ReadWindow:
         dat_fd, _ = sl.read_files(pool)
         self._data = pread_exact(dat_fd, end - offset, offset, sl.dat_path)
         self._data_at = offset
-
-
-def decrypt_record(payload: bytes, cipher: PayloadCipher) -> bytes:
-    """The MsgProto as delivered: stored payload with its ``data`` decrypted."""
-    msg = pb.MsgProto.FromString(payload)
-    if not msg.data:
-        return payload
-    msg.data = cipher.decrypt(msg.data)
-    return msg.SerializeToString()
-
-
-def encrypt_record(record: bytes, cipher: PayloadCipher) -> bytes:
-    """The MsgProto as stored: ``data`` replaced by its encrypted form (empty stays)."""
-    msg = pb.MsgProto.FromString(record)
-    if not msg.data:
-        return record
-    msg.data = cipher.encrypt(msg.data)
-    return msg.SerializeToString()

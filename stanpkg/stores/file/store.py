@@ -32,33 +32,31 @@ from stanpkg.stores.file.archive import SliceRemover
 from stanpkg.stores.file.clients import ClientsFile
 from stanpkg.stores.file.config import FileStoreConfig
 from stanpkg.stores.file.env import StoreEnv
+from stanpkg.stores.file.format.channel import (
+    ChannelInfo,
+    ChannelJob,
+    LogLine,
+    truncation_lines,
+)
+from stanpkg.stores.file.format.clientsfile import CLIENTS_FILE, ClientsReplay, replay_clients
+from stanpkg.stores.file.format.errors import CorruptedRecordError, FileStoreError
+from stanpkg.stores.file.format.framing import VERSION_HEADER, crc32_func
+from stanpkg.stores.file.format.serverfile import SERVER_FILE, read_server_file, write_server_file
+from stanpkg.stores.file.format.truncation import (
+    acquire_truncate_witness,
+    clear_truncate_witness,
+)
 from stanpkg.stores.file.handles import HandlePool
 from stanpkg.stores.file.lock import RootDirLock
 from stanpkg.stores.file.messages import FileMessageStore
 from stanpkg.stores.file.recovery import (
-    ChannelJob,
-    ChannelResult,
-    LogLine,
     RecoveryProgress,
     record_error_lines,
     recover_channels,
     store_size,
-    truncation_lines,
 )
-from stanpkg.stores.file.slice_reads import Slice
 from stanpkg.stores.file.subscriptions import FileSubscriptionStore
 from stanpkg.stores.file.syncing import Syncer
-from stanpkg.stores.filestore import ChannelLimits
-from stanpkg.stores.filestore.clientsfile import CLIENTS_FILE, ClientsReplay, replay_clients
-from stanpkg.stores.filestore.errors import CorruptedRecordError, FileStoreError
-from stanpkg.stores.filestore.framing import VERSION_HEADER, crc32_func
-from stanpkg.stores.filestore.serverfile import SERVER_FILE, read_server_file, write_server_file
-from stanpkg.stores.filestore.truncation import (
-    acquire_truncate_witness,
-    clear_truncate_witness,
-    truncate_file,
-)
-from stanpkg.stores.records import server_info_from_proto, server_info_to_proto
 
 __all__ = ["FileStore"]
 
@@ -157,14 +155,13 @@ class FileStore(BaseStore):
                 with open(path, "xb") as f:
                     f.write(VERSION_HEADER)
                 return None
-            proto = read_server_file(path, crc=self.env.check_crc)
+            return read_server_file(path, crc=self.env.check_crc)
         except (FileStoreError, OSError) as exc:
             if isinstance(exc, CorruptedRecordError):
                 self.log.error(f'Server file "{path}" corrupted: {exc.reason}')
             if isinstance(exc, FileStoreError):
                 self._log_lines(record_error_lines(exc, self.config.root))
             raise StoreError(f'unable to recover server file "{path}": {exc}') from exc
-        return None if proto is None else server_info_from_proto(proto)
 
     def _replay_clients(self) -> ClientsReplay | None:
         path = self._clients.path
@@ -174,10 +171,11 @@ class FileStore(BaseStore):
             return None
         try:
             replay = replay_clients(
-                path, crc=self.env.check_crc, truncate_bad_eof=self.config.truncate_bad_eof
+                path,
+                crc=self.env.check_crc,
+                truncate_bad_eof=self.config.truncate_bad_eof,
+                repair=True,
             )
-            if replay.zero_tail_at is not None:
-                truncate_file(path, replay.zero_tail_at)
         except (FileStoreError, OSError) as exc:
             if isinstance(exc, FileStoreError):
                 self._log_lines(record_error_lines(exc, self.config.root))
@@ -188,30 +186,28 @@ class FileStore(BaseStore):
     def _recover_channels(self, names: list[str]) -> list[RecoveredChannel]:
         cfg = self.config
         now = time.time_ns()
-        jobs = []
-        for name in names:
-            lim = self.limits.for_channel(name)
-            jobs.append(
-                ChannelJob(
-                    root=cfg.root,
-                    name=name,
-                    limits=ChannelLimits(lim.max_msgs, lim.max_bytes, lim.max_age),
-                    now_ns=now,
-                    crc_poly=cfg.crc_poly,
-                    do_crc=cfg.do_crc,
-                    truncate_bad_eof=cfg.truncate_bad_eof,
-                    key_hash=self.env.key_hash,
-                )
+        jobs = [
+            ChannelJob(
+                cfg.root,
+                name,
+                now,
+                self.limits.for_channel(name),
+                crc_poly=cfg.crc_poly,
+                do_crc=cfg.do_crc,
+                truncate_bad_eof=cfg.truncate_bad_eof,
+                repair=True,
             )
+            for name in names
+        ]
         workers = min(cfg.parallel_recovery, len(jobs))
         use_processes = workers > 1 and store_size(cfg.root, names) >= recovery.PROCESS_THRESHOLD
         progress = RecoveryProgress(len(jobs), self.log.notice, recovery.PROGRESS_INTERVAL)
-        results: dict[str, ChannelResult] = {}
-        for result in recover_channels(jobs, workers, progress, use_processes):
+        results: dict[str, ChannelInfo] = {}
+        for result in recover_channels(jobs, self.env.key_hash, workers, progress, use_processes):
             self._log_lines(result.log)
-            if result.error:
+            if result.info is None:
                 raise StoreError(result.error)
-            results[result.name] = result
+            results[result.name] = result.info
         if progress.elapsed() >= SUMMARY_AFTER_SECONDS:
             self.log.notice(
                 f"Recovered {progress.messages:,} messages of {len(jobs)} channel(s) in "
@@ -219,41 +215,12 @@ class FileStore(BaseStore):
             )
         return [self._open_recovered(results[name]) for name in names]
 
-    def _open_recovered(self, result: ChannelResult) -> RecoveredChannel:
-        name = result.name
-        channel_dir = os.path.join(self.config.root, name)
-        limits = self.limits.for_channel(name)
-        slices = [
-            Slice(
-                number=info.number,
-                dat_path=info.dat_path,
-                idx_path=info.idx_path,
-                first_seq=info.first_seq,
-                last_seq=info.last_seq,
-                count=info.count,
-                total_bytes=info.total_bytes,
-                first_ts=info.first_timestamp,
-                last_ts=info.last_timestamp,
-                removed=info.removed,
-                seqs=result.seqs(i),
-            )
-            for i, info in enumerate(result.slices)
-        ]
-        for dropped in result.dropped:
+    def _open_recovered(self, info: ChannelInfo) -> RecoveredChannel:
+        name, channel_dir, limits = info.name, info.path, info.limits
+        for dropped in info.removed_slices:
             self.env.remover.remove(name, dropped.dat_path, dropped.idx_path)
-        msgs = FileMessageStore(
-            self.env,
-            name,
-            channel_dir,
-            limits,
-            slices=slices,
-            first=result.first_seq,
-            last=result.last_seq,
-            count=result.count,
-            total_bytes=result.total_bytes,
-            next_number=result.next_number,
-        )
-        subs = FileSubscriptionStore(self.env, name, channel_dir, limits, result.subs)
+        msgs = FileMessageStore(self.env, name, channel_dir, limits, info)
+        subs = FileSubscriptionStore(self.env, name, channel_dir, limits, info.subs)
         store = ChannelStore(name, msgs, subs, limits)
         self.channels[name] = store
         return RecoveredChannel(store, subs.recovered())
@@ -271,9 +238,7 @@ class FileStore(BaseStore):
     def init(self, info: ServerInfo) -> None:
         self._start_background()
         try:
-            write_server_file(
-                self._server_path, server_info_to_proto(info), crc=self.env.crc, atomic=True
-            )
+            write_server_file(self._server_path, info, crc=self.env.crc, atomic=True)
         except (OSError, FileStoreError) as exc:
             raise StoreError(f'unable to write server file "{self._server_path}": {exc}') from exc
 

@@ -7,28 +7,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from stanpkg.plan.limits import Limits
-from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import BaseSubscriptionStore, RecoveredSubscription, StoreError, SubRecord
 from stanpkg.stores.file.env import StoreEnv
-from stanpkg.stores.file.handles import AppendFile
-from stanpkg.stores.filestore.errors import FileStoreError
-from stanpkg.stores.filestore.framing import RECORD_HEADER
-from stanpkg.stores.filestore.subsfile import (
+from stanpkg.stores.file.format.errors import FileStoreError
+from stanpkg.stores.file.format.framing import RECORD_HEADER
+from stanpkg.stores.file.format.subsfile import (
     SUB_ACK,
-    SUB_DELETE,
-    SUB_NEW,
     SUB_SENT,
-    SUB_UPDATE,
     SUBS_FILE,
-    SubscriptionRecord,
     SubsFileWriter,
     SubsReplay,
     compact_subs_file,
 )
-from stanpkg.stores.records import sub_to_proto
+from stanpkg.stores.file.handles import AppendFile
 
 __all__ = ["FileSubscriptionStore", "update_payload"]
 
@@ -63,22 +57,6 @@ def update_payload(sub_id: int, seq: int) -> bytes:
     return out + b"\x10" + _varint(seq) if seq else out
 
 
-def to_sub_record(rec: SubscriptionRecord) -> SubRecord:
-    return SubRecord(
-        client_id=rec.client_id,
-        inbox=rec.inbox,
-        ack_inbox=rec.ack_inbox,
-        max_inflight=rec.max_in_flight,
-        ack_wait_secs=rec.ack_wait_seconds,
-        qgroup=rec.queue_group,
-        durable_name=rec.durable_name,
-        last_sent=rec.last_sent,
-        is_durable=rec.is_durable,
-        is_closed=rec.is_closed,
-        id=rec.id,
-    )
-
-
 class FileSubscriptionStore(BaseSubscriptionStore):
     def __init__(
         self,
@@ -98,8 +76,8 @@ class FileSubscriptionStore(BaseSubscriptionStore):
             self.path,
             lambda: SubsFileWriter(self.path, crc=env.crc, buffer_size=cfg.buffer_size),
         )
-        # Replay-equivalent state: what compaction rewrites.
-        self._states: dict[int, spb.SubState] = {}
+        # Replay-equivalent state: what compaction rewrites (records are our copies).
+        self._states: dict[int, SubRecord] = {}
         self._pending: dict[int, set[int]] = {}
         self._num_recs = self._del_recs = self._file_size = 0
         self._last_compaction = float("-inf")  # the first compaction is not delayed
@@ -113,53 +91,53 @@ class FileSubscriptionStore(BaseSubscriptionStore):
 
     def _load(self, replay: SubsReplay) -> None:
         self.note_id(replay.max_sub_id, live=False)
-        for sub_id, rec in replay.subs.items():
-            self._states[sub_id] = rec.to_proto()
-            self._pending[sub_id] = set(rec.pending)
+        for sub_id, recovered in replay.subs.items():
+            self._states[sub_id] = recovered.record.copy()
+            self._pending[sub_id] = set(recovered.pending)
             self.note_id(sub_id, live=True)
         self._num_recs = replay.num_recs
         self._del_recs = replay.del_recs
         self._file_size = replay.records_size
 
     def recovered(self) -> list[RecoveredSubscription]:
-        out = []
-        for sub_id, state in self._states.items():
-            rec = SubscriptionRecord.from_proto(state, self._pending[sub_id])
-            out.append(RecoveredSubscription(to_sub_record(rec), sorted(rec.pending)))
-        return out
+        """The live subscriptions, as copies the server may keep and mutate."""
+        return [RecoveredSubscription(s.record.copy(), s.pending) for s in self._snapshot()]
+
+    def _snapshot(self) -> list[RecoveredSubscription]:
+        return [
+            RecoveredSubscription(record, sorted(self._pending[sub_id]))
+            for sub_id, record in self._states.items()
+        ]
 
     # -- records ----------------------------------------------------------------------
 
-    def _append(self, payload: bytes, rec_type: int) -> None:
+    def _write(self, op: Callable[[SubsFileWriter], int]) -> None:
         try:
-            self._file.writer().append(payload, rec_type)
+            self._file_size += self._file.append_with(op)
         except (OSError, ValueError) as exc:
             raise StoreError(
                 f"unable to write subscription record of {self.channel!r}: {exc}"
             ) from exc
-        self._file_size += len(payload) + 8
         self.env.syncer.mark_dirty(self._file)
 
     def _persist_new(self, record: SubRecord) -> None:
-        state = sub_to_proto(record)
-        self._append(state.SerializeToString(), SUB_NEW)
-        self._states[record.id] = state
+        self._write(lambda w: w.new(record))
+        self._states[record.id] = record.copy()
         self._pending[record.id] = set()
         self._num_recs += 1
 
     def update(self, record: SubRecord) -> None:
-        state = sub_to_proto(record)
-        self._append(state.SerializeToString(), SUB_UPDATE)
+        self._write(lambda w: w.update(record))
         if record.id in self._states:
             self._del_recs += 1
         else:
             self._pending[record.id] = set()
             self.note_id(record.id, live=True)
-        self._states[record.id] = state
+        self._states[record.id] = record.copy()
         self._num_recs += 1
 
     def _persist_delete(self, sub_id: int) -> None:
-        self._append(spb.SubStateDelete(ID=sub_id).SerializeToString(), SUB_DELETE)
+        self._write(lambda w: w.delete(sub_id))
         if self._states.pop(sub_id, None) is not None:
             self._del_recs += 1 + len(self._pending.pop(sub_id, ()))
         self._id_prefix.pop(sub_id, None)
@@ -188,8 +166,8 @@ class FileSubscriptionStore(BaseSubscriptionStore):
             return
         self._pending[sub_id].update(sequences)
         highest = max(sequences)
-        if highest > state.lastSent:
-            state.lastSent = highest
+        if highest > state.last_sent:
+            state.last_sent = highest
         self._num_recs += len(sequences)
 
     def _append_framed(self, framed: bytes) -> None:
@@ -234,10 +212,7 @@ class FileSubscriptionStore(BaseSubscriptionStore):
 
     def compact(self) -> None:
         """Rewrite subs.dat with the live subscriptions and their pending sequences."""
-        live = [
-            SubscriptionRecord.from_proto(state, self._pending[sub_id])
-            for sub_id, state in self._states.items()
-        ]
+        live = self._snapshot()
         self._file.close()  # flushes the buffer; the file is replaced below
         try:
             size = compact_subs_file(self.env.config.root, self.channel, live, crc=self.env.crc)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.filestore import open_datastore
+from stanpkg.stores.file.format import open_datastore
 from tests.server.stan_client import StanClient
 from tests.stores.file.helpers import running_server, start_server
 from tests.stores.file.test_format import check_slice

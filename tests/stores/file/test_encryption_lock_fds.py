@@ -12,7 +12,7 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.file import config_from_plan
-from stanpkg.stores.filestore import open_datastore
+from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     ROOT,
     fresh_store,

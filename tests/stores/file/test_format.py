@@ -17,7 +17,7 @@ from pathlib import Path
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, SubRecord
-from stanpkg.stores.filestore import ChannelWriter, SliceLimits, open_datastore
+from stanpkg.stores.file.format import ChannelWriter, SliceLimits, open_datastore
 from tests.stores.file.helpers import T0, fresh_store, open_store, records, stamps
 from tests.stores.file.test_recovery import fixture_store
 
@@ -134,7 +134,8 @@ def test_layout_and_framing(tmp_path: Path) -> None:
             for m in got
         ] == recs
         sub = ds.channel(name).subscriptions[1]
-        assert sub.pending == {1, 3} and sub.durable_name == "d" and sub.last_sent == 3
+        assert sub.pending == [1, 3]
+        assert sub.record.durable_name == "d" and sub.record.last_sent == 3
 
 
 def test_message_files_equal_the_codec_writer(tmp_path: Path) -> None:
@@ -176,9 +177,9 @@ def test_index_summary_both_column_paths(monkeypatch: object) -> None:
     must give the same answers (zero tail, gaps, CRC errors)."""
     import pytest
 
-    from stanpkg.stores.filestore import index as index_module
-    from stanpkg.stores.filestore.errors import IndexFileError
-    from stanpkg.stores.filestore.framing import crc32_func
+    from stanpkg.stores.file.format import index as index_module
+    from stanpkg.stores.file.format.errors import IndexFileError
+    from stanpkg.stores.file.format.framing import crc32_func
 
     crc = crc32_func()
     body = b"".join(

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.filestore import open_datastore
+from stanpkg.stores.file.format import open_datastore
+from stanpkg.stores.file.messages import FileMessageStore
 from tests.stores.file.helpers import (
     T0,
     fresh_store,
@@ -48,6 +49,30 @@ def test_store_lookup_and_restart(tmp_path: Path) -> None:
     store.close()
     ds = open_datastore(tmp_path)
     assert [m.sequence for m in ds.iter_messages("foo")] == list(range(1, 13))
+
+
+def test_locate_names_the_file_and_offset(tmp_path: Path) -> None:
+    store, _ = fresh_store(tmp_path, "--file_slice_max_msgs", "2", "--max_msgs", "4")
+    ch = store.create_channel("foo")
+    recs = records("foo", 1, 3)
+    ch.msgs.store(recs, stamps(1, 3))
+    msgs = ch.msgs
+    assert isinstance(msgs, FileMessageStore)
+    one, two = tmp_path / "foo" / "msgs.1.dat", tmp_path / "foo" / "msgs.2.dat"
+    assert msgs.locate(1) == f'file "{one}", offset 4'
+    assert msgs.locate(2) == f'file "{one}", offset {4 + 8 + len(recs[0])}'
+    assert msgs.locate(3) == f'file "{two}", offset 4'
+    assert msgs.locate(0) == msgs.locate(4) == ""
+    msgs.store(records("foo", 4, 2), stamps(4, 2))  # max_msgs 4: sequence 1 removed
+    assert msgs.first_sequence == 2 and msgs.locate(1) == ""
+    store.close()
+    store, _ = open_store(tmp_path, "--file_slice_max_msgs", "2", "--max_msgs", "4")
+    state = store.recover()
+    assert state is not None
+    recovered = state.channels[0].store.msgs
+    assert isinstance(recovered, FileMessageStore)
+    assert recovered.locate(3) == f'file "{two}", offset 4'
+    store.close()
 
 
 def test_reads_from_disk_past_the_cache(tmp_path: Path, monkeypatch: object) -> None:

@@ -14,12 +14,13 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import RecoveredState, StoreError, SubRecord
 from stanpkg.stores.file import FileStore, config_from_plan
-from stanpkg.stores.filestore import open_datastore
+from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     LogCapture,
     fresh_store,
     open_store,
     records,
+    server_info,
     stamps,
 )
 from tests.stores.filestore_helpers import copy_datastore, manifest
@@ -340,11 +341,10 @@ def test_invalid_slice_name(tmp_path: Path) -> None:
 
 
 def test_slice_with_gaps_from_old_servers(tmp_path: Path) -> None:
-    from stanpkg.proto import spb_pb2 as spb
-    from stanpkg.stores.filestore import ChannelWriter, write_server_file
+    from stanpkg.stores.file.format import ChannelWriter, write_server_file
 
     tmp_path.mkdir(exist_ok=True)
-    write_server_file(str(tmp_path / "server.dat"), spb.ServerInfo(ClusterID="test"))
+    write_server_file(str(tmp_path / "server.dat"), server_info())
     recs = {s: records("old", s, 1)[0] for s in (1, 2, 5, 6)}
     with ChannelWriter(str(tmp_path / "old"), "old") as writer:
         for seq, rec in recs.items():

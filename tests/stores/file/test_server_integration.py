@@ -242,7 +242,7 @@ def test_written_by_stanpkg_read_back(tmp_path: Path) -> None:
     require_node()
     import asyncio
 
-    from stanpkg.stores.filestore import open_datastore
+    from stanpkg.stores.file.format import open_datastore
     from tests.server.stan_client import StanClient
 
     directory = tmp_path / "store"

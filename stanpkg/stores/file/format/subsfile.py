@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.filestore.appender import RecordAppender, create_temp_file
-from stanpkg.stores.filestore.errors import InvalidRecordTypeError, RecordDecodeError
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.base import RecoveredSubscription, SubRecord
+from stanpkg.stores.file.format.appender import RecordAppender, create_temp_file
+from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
+from stanpkg.stores.file.format.framing import (
     CrcFunc,
     RecordScan,
     check_version,
@@ -19,7 +20,8 @@ from stanpkg.stores.filestore.framing import (
     encode_record,
     write_all,
 )
-from stanpkg.stores.filestore.truncation import truncate_or_raise
+from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
+from stanpkg.stores.records import sub_from_proto, sub_to_proto
 
 __all__ = [
     "SUBS_FILE",
@@ -30,7 +32,6 @@ __all__ = [
     "SUB_UPDATE",
     "SubsFileWriter",
     "SubsReplay",
-    "SubscriptionRecord",
     "compact_subs_file",
     "replay_subs",
 ]
@@ -40,72 +41,14 @@ SUB_NEW, SUB_UPDATE, SUB_DELETE, SUB_ACK, SUB_SENT = 1, 2, 3, 4, 5
 
 
 @dataclass(frozen=True, slots=True)
-class SubscriptionRecord:
-    """A subscription as recovered from subs.dat: final SubState + pending sequences.
+class SubsReplay:
+    """Replayed subscriptions (by ID, file order) + the bookkeeping of §5.3.
 
-    ``last_sent`` already includes every sequence recorded as sent (type-5 records).
+    A record's ``last_sent`` already includes every sequence recorded as sent (type-5
+    records); ``pending`` is ascending.
     """
 
-    id: int
-    client_id: str
-    queue_group: str  # "<durable>:<group>" for durable queue groups
-    inbox: str
-    ack_inbox: str
-    max_in_flight: int
-    ack_wait_seconds: int
-    durable_name: str
-    last_sent: int
-    is_durable: bool
-    is_closed: bool
-    pending: frozenset[int]
-
-    @property
-    def is_queue_member(self) -> bool:
-        return bool(self.queue_group)
-
-    @property
-    def is_durable_queue_shadow(self) -> bool:
-        """The record kept for a durable queue group that has no member left."""
-        return self.is_durable and bool(self.queue_group) and not self.client_id
-
-    @classmethod
-    def from_proto(cls, state: spb.SubState, pending: Iterable[int] = ()) -> SubscriptionRecord:
-        return cls(
-            id=state.ID,
-            client_id=state.clientID,
-            queue_group=state.qGroup,
-            inbox=state.inbox,
-            ack_inbox=state.ackInbox,
-            max_in_flight=state.maxInFlight,
-            ack_wait_seconds=state.ackWaitInSecs,
-            durable_name=state.durableName,
-            last_sent=state.lastSent,
-            is_durable=state.isDurable,
-            is_closed=state.isClosed,
-            pending=frozenset(pending),
-        )
-
-    def to_proto(self) -> spb.SubState:
-        return spb.SubState(
-            ID=self.id,
-            clientID=self.client_id,
-            qGroup=self.queue_group,
-            inbox=self.inbox,
-            ackInbox=self.ack_inbox,
-            maxInFlight=self.max_in_flight,
-            ackWaitInSecs=self.ack_wait_seconds,
-            durableName=self.durable_name,
-            lastSent=self.last_sent,
-            isDurable=self.is_durable,
-            isClosed=self.is_closed,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SubsReplay:
-    """Replayed subscriptions (by ID, file order) + the bookkeeping of §5.3."""
-
-    subs: dict[int, SubscriptionRecord]
+    subs: dict[int, RecoveredSubscription]
     max_sub_id: int
     num_recs: int
     del_recs: int
@@ -118,9 +61,10 @@ class SubsReplay:
 
 
 def replay_subs(
-    path: str, *, crc: CrcFunc | None = None, truncate_bad_eof: bool = False
+    path: str, *, crc: CrcFunc | None = None, truncate_bad_eof: bool = False, repair: bool = False
 ) -> SubsReplay:
-    """Replay the records in file order (§5.2)."""
+    """Replay the records in file order (§5.2); ``repair`` cuts a zero tail off the file
+    (the reference's recovery write)."""
     with open(path, "rb") as f:
         data = f.read()
     check_version(data, path)
@@ -172,7 +116,12 @@ def replay_subs(
                 raise RecordDecodeError(
                     f"invalid subscription record: {exc}", path=path, offset=offset
                 ) from None
-    subs = {sid: SubscriptionRecord.from_proto(st, pending[sid]) for sid, st in states.items()}
+    if repair and scan.zero_tail_at is not None:
+        truncate_file(path, scan.zero_tail_at)
+    subs = {
+        sid: RecoveredSubscription(sub_from_proto(st), sorted(pending[sid]))
+        for sid, st in states.items()
+    }
     return SubsReplay(
         subs=subs,
         max_sub_id=max_id,
@@ -190,11 +139,11 @@ class SubsFileWriter(RecordAppender):
     """Appends subscription records through a buffer; call ``flush``/``sync`` when the
     server flushes (acks are not flushed on their own)."""
 
-    def new(self, state: spb.SubState | SubscriptionRecord) -> int:
-        return self.append(_state_bytes(state), SUB_NEW)
+    def new(self, record: SubRecord) -> int:
+        return self.append(sub_to_proto(record).SerializeToString(), SUB_NEW)
 
-    def update(self, state: spb.SubState | SubscriptionRecord) -> int:
-        return self.append(_state_bytes(state), SUB_UPDATE)
+    def update(self, record: SubRecord) -> int:
+        return self.append(sub_to_proto(record).SerializeToString(), SUB_UPDATE)
 
     def delete(self, sub_id: int) -> int:
         return self.append(spb.SubStateDelete(ID=sub_id).SerializeToString(), SUB_DELETE)
@@ -206,15 +155,10 @@ class SubsFileWriter(RecordAppender):
         return self.append(spb.SubStateUpdate(ID=sub_id, seqno=seq).SerializeToString(), SUB_ACK)
 
 
-def _state_bytes(state: spb.SubState | SubscriptionRecord) -> bytes:
-    proto = state.to_proto() if isinstance(state, SubscriptionRecord) else state
-    return proto.SerializeToString()
-
-
 def compact_subs_file(
     root: str,
     channel: str,
-    subs: Iterable[SubscriptionRecord],
+    subs: Iterable[RecoveredSubscription],
     *,
     crc: CrcFunc | None = None,
 ) -> int:
@@ -228,9 +172,10 @@ def compact_subs_file(
     try:
         out = bytearray()
         for sub in subs:
-            out += encode_record(_state_bytes(sub), crc, SUB_NEW)
+            record = sub.record
+            out += encode_record(sub_to_proto(record).SerializeToString(), crc, SUB_NEW)
             for seq in sorted(sub.pending):
-                update = spb.SubStateUpdate(ID=sub.id, seqno=seq).SerializeToString()
+                update = spb.SubStateUpdate(ID=record.id, seqno=seq).SerializeToString()
                 out += encode_record(update, crc, SUB_SENT)
         write_all(fd, out)
         os.fsync(fd)

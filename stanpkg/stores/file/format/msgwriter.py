@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.crypto import PayloadCipher
-from stanpkg.stores.filestore.appender import open_append_fd
-from stanpkg.stores.filestore.framing import RECORD_HEADER, CrcFunc, crc32_func, write_all
-from stanpkg.stores.filestore.index import INDEX_BODY, MSG_RECORD_OVERHEAD
-from stanpkg.stores.filestore.limits import ChannelLimits
-from stanpkg.stores.filestore.slices import SliceInfo, slice_paths
+from stanpkg.stores.file.format.appender import open_append_fd
+from stanpkg.stores.file.format.framing import RECORD_HEADER, CrcFunc, crc32_func, write_all
+from stanpkg.stores.file.format.index import INDEX_BODY, MSG_RECORD_OVERHEAD
+from stanpkg.stores.file.format.slices import SliceInfo, slice_paths
 
 __all__ = ["ChannelWriter", "MessageSliceWriter", "SliceLimits", "auto_slice_limits"]
 
@@ -167,15 +167,24 @@ class SliceLimits:
     def has_limits(self) -> bool:
         return self.max_msgs > 0 or self.max_bytes > 0 or self.max_age_ns > 0
 
+    def full(self, count: int, total_bytes: int, first_timestamp: int, now: int) -> bool:
+        """§7.3: a slice holding ``count`` messages of ``total_bytes``, the first stored
+        at ``first_timestamp``, takes no more at ``now`` (an empty slice always does)."""
+        return count > 0 and (
+            (self.max_bytes > 0 and total_bytes >= self.max_bytes)
+            or (self.max_msgs > 0 and count >= self.max_msgs)
+            or (self.max_age_ns > 0 and now - first_timestamp >= self.max_age_ns)
+        )
 
-def auto_slice_limits(configured: SliceLimits, channel: ChannelLimits) -> SliceLimits:
+
+def auto_slice_limits(configured: SliceLimits, channel: Limits) -> SliceLimits:
     """§7.2: with all three configured limits at 0, derive them from the channel's."""
     if configured.has_limits:
         return configured
     return SliceLimits(
         max_msgs=max(channel.max_msgs // 4, 1) if channel.max_msgs > 0 else 0,
         max_bytes=max(channel.max_bytes // 4, 1) if channel.max_bytes > 0 else 0,
-        max_age_ns=max(channel.max_age_ns // 4, _SECOND) if channel.max_age_ns > 0 else 0,
+        max_age_ns=max(channel.max_age // 4, _SECOND) if channel.max_age > 0 else 0,
     )
 
 
@@ -224,14 +233,8 @@ class ChannelWriter:
     def _slice_for_next(self) -> MessageSliceWriter:
         cur = self._current
         lim = self.slice_limits
-        if cur is None or (
-            lim.has_limits
-            and (
-                (lim.max_bytes > 0 and cur.total_bytes >= lim.max_bytes)
-                or (lim.max_msgs > 0 and cur.count >= lim.max_msgs)
-                or (lim.max_age_ns > 0 and self._clock() - cur.first_timestamp >= lim.max_age_ns)
-            )
-        ):
+        now = self._clock() if lim.max_age_ns > 0 else 0
+        if cur is None or lim.full(cur.count, cur.total_bytes, cur.first_timestamp, now):
             if cur is not None:
                 cur.close()
             self._last_number += 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.filestore.errors import (
+from stanpkg.stores.file.format.errors import (
     BadRecordHandler,
     FileStoreError,
     IndexFileError,
@@ -25,7 +25,7 @@ from stanpkg.stores.filestore.errors import (
     RecordDecodeError,
     UnexpectedEOFError,
 )
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.file.format.framing import (
     VERSION_HEADER,
     CrcFunc,
     FileImage,
@@ -34,13 +34,13 @@ from stanpkg.stores.filestore.framing import (
     map_file,
     write_all,
 )
-from stanpkg.stores.filestore.index import (
+from stanpkg.stores.file.format.index import (
     MSG_RECORD_OVERHEAD,
     IndexEntry,
     encode_index_record,
     summarize_index,
 )
-from stanpkg.stores.filestore.truncation import truncate_file
+from stanpkg.stores.file.format.truncation import truncate_file
 
 __all__ = [
     "RecoveredSlice",

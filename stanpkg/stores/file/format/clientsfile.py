@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import ClientRecord  # the store interface's record, re-exported
-from stanpkg.stores.filestore.appender import RecordAppender, create_temp_file
-from stanpkg.stores.filestore.errors import InvalidRecordTypeError, RecordDecodeError
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.base import ClientRecord
+from stanpkg.stores.file.format.appender import RecordAppender, create_temp_file
+from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
+from stanpkg.stores.file.format.framing import (
     CrcFunc,
     RecordScan,
     check_version,
@@ -20,14 +20,13 @@ from stanpkg.stores.filestore.framing import (
     encode_record,
     write_all,
 )
-from stanpkg.stores.filestore.truncation import truncate_or_raise
+from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
 from stanpkg.stores.records import client_from_proto, client_to_proto
 
 __all__ = [
     "CLIENTS_FILE",
     "CLIENT_ADD",
     "CLIENT_DELETE",
-    "ClientRecord",
     "ClientsFileWriter",
     "ClientsReplay",
     "compact_clients_file",
@@ -54,9 +53,12 @@ class ClientsReplay:
 
 
 def replay_clients(
-    path: str, *, crc: CrcFunc | None = None, truncate_bad_eof: bool = False
+    path: str, *, crc: CrcFunc | None = None, truncate_bad_eof: bool = False, repair: bool = False
 ) -> ClientsReplay:
-    """Replay adds/deletes in order; the survivors are the recovered clients."""
+    """Replay adds/deletes in order; the survivors are the recovered clients.
+
+    ``repair`` cuts a zero tail off the file (the reference's recovery write).
+    """
     with open(path, "rb") as f:
         data = f.read()
     check_version(data, path)
@@ -82,6 +84,8 @@ def replay_clients(
                 raise RecordDecodeError(
                     f"invalid client record: {exc}", path=path, offset=offset
                 ) from None
+    if repair and scan.zero_tail_at is not None:
+        truncate_file(path, scan.zero_tail_at)
     return ClientsReplay(
         clients=clients,
         delete_records=deletes,
@@ -106,16 +110,15 @@ class ClientsFileWriter(RecordAppender):
     ) -> None:
         super().__init__(path, crc=crc, buffer_size=buffer_size, truncate_at=truncate_at)
 
-    def add(self, client: spb.ClientInfo | ClientRecord) -> int:
-        info = client_to_proto(client) if isinstance(client, ClientRecord) else client
-        return self.append(info.SerializeToString(), CLIENT_ADD)
+    def add(self, client: ClientRecord) -> int:
+        return self.append(client_to_proto(client).SerializeToString(), CLIENT_ADD)
 
     def delete(self, client_id: str) -> int:
         return self.append(spb.ClientDelete(ID=client_id).SerializeToString(), CLIENT_DELETE)
 
 
 def compact_clients_file(
-    root: str, clients: Iterable[spb.ClientInfo | ClientRecord], *, crc: CrcFunc | None = None
+    root: str, clients: Iterable[ClientRecord], *, crc: CrcFunc | None = None
 ) -> int:
     """Rewrite ``clients.dat`` with one add record per live client (temp file + rename).
 
@@ -126,8 +129,7 @@ def compact_clients_file(
     try:
         out = bytearray()
         for client in clients:
-            info = client_to_proto(client) if isinstance(client, ClientRecord) else client
-            out += encode_record(info.SerializeToString(), crc, CLIENT_ADD)
+            out += encode_record(client_to_proto(client).SerializeToString(), crc, CLIENT_ADD)
         write_all(fd, out)
         os.close(fd)
         fd = -1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.file.format.framing import (
     VERSION_HEADER,
     CrcFunc,
     check_version,

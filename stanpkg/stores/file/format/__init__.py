@@ -1,18 +1,26 @@
-"""FILE store on-disk format (spec/filestore.md): codecs, readers, writers, read API.
+"""FILE store on-disk format (spec/filestore.md): codecs, readers, writers, the channel
+recovery and the read API.
 
-The store itself (stanpkg.stores.base) sits on top of this package; the data pipeline uses
-``open_datastore`` directly.
+The running store (:mod:`stanpkg.stores.file`) is built on this package, which never
+imports it; the data pipeline uses ``open_datastore`` directly. Records are the store
+interface's (:mod:`stanpkg.stores.base`), limits the plan's.
 """
 
-from stanpkg.stores.filestore.clientsfile import (
-    ClientRecord,
+from stanpkg.stores.file.format.channel import (
+    ChannelInfo,
+    ChannelJob,
+    ChannelRecoveryError,
+    LogLine,
+    recover_channel,
+)
+from stanpkg.stores.file.format.clientsfile import (
     ClientsFileWriter,
     ClientsReplay,
     compact_clients_file,
     replay_clients,
 )
-from stanpkg.stores.filestore.datastore import ChannelInfo, Datastore, open_datastore
-from stanpkg.stores.filestore.errors import (
+from stanpkg.stores.file.format.datastore import Datastore, open_datastore
+from stanpkg.stores.file.format.errors import (
     CorruptedRecordError,
     FileStoreError,
     FileVersionError,
@@ -28,36 +36,36 @@ from stanpkg.stores.filestore.errors import (
     TruncateWitnessError,
     UnexpectedEOFError,
 )
-from stanpkg.stores.filestore.framing import IEEE_POLY, RecordScan, check_version, crc32_func
-from stanpkg.stores.filestore.index import IndexEntry, encode_index_record, summarize_index
-from stanpkg.stores.filestore.limits import ChannelLimits, apply_limits
-from stanpkg.stores.filestore.msgwriter import (
+from stanpkg.stores.file.format.framing import IEEE_POLY, RecordScan, check_version, crc32_func
+from stanpkg.stores.file.format.index import IndexEntry, encode_index_record, summarize_index
+from stanpkg.stores.file.format.limits import NO_LIMITS, LimitsSpec, apply_limits, limits_for
+from stanpkg.stores.file.format.msgwriter import (
     ChannelWriter,
     MessageSliceWriter,
     SliceLimits,
     auto_slice_limits,
 )
-from stanpkg.stores.filestore.reader import SliceReader, StoredMessage
-from stanpkg.stores.filestore.serverfile import read_server_file, write_server_file
-from stanpkg.stores.filestore.slices import SliceInfo, discover_slices, recover_slice
-from stanpkg.stores.filestore.subsfile import (
-    SubscriptionRecord,
+from stanpkg.stores.file.format.reader import SliceReader, StoredMessage
+from stanpkg.stores.file.format.serverfile import read_server_file, write_server_file
+from stanpkg.stores.file.format.slices import SliceInfo, discover_slices, recover_slice
+from stanpkg.stores.file.format.subsfile import (
     SubsFileWriter,
     SubsReplay,
     compact_subs_file,
     replay_subs,
 )
-from stanpkg.stores.filestore.truncation import (
+from stanpkg.stores.file.format.truncation import (
     acquire_truncate_witness,
     clear_truncate_witness,
 )
 
 __all__ = [
     "IEEE_POLY",
+    "NO_LIMITS",
     "ChannelInfo",
-    "ChannelLimits",
+    "ChannelJob",
+    "ChannelRecoveryError",
     "ChannelWriter",
-    "ClientRecord",
     "ClientsFileWriter",
     "ClientsReplay",
     "CorruptedRecordError",
@@ -70,6 +78,8 @@ __all__ = [
     "IndexVerificationError",
     "InvalidRecordTypeError",
     "InvalidSliceNameError",
+    "LimitsSpec",
+    "LogLine",
     "MessageDecryptionError",
     "MessageSliceWriter",
     "RecordDecodeError",
@@ -82,7 +92,6 @@ __all__ = [
     "StoredMessage",
     "SubsFileWriter",
     "SubsReplay",
-    "SubscriptionRecord",
     "TruncateWitnessError",
     "UnexpectedEOFError",
     "acquire_truncate_witness",
@@ -95,8 +104,10 @@ __all__ = [
     "crc32_func",
     "discover_slices",
     "encode_index_record",
+    "limits_for",
     "open_datastore",
     "read_server_file",
+    "recover_channel",
     "recover_slice",
     "replay_clients",
     "replay_subs",

@@ -1,7 +1,9 @@
 """Channel limits re-applied at recovery (spec/filestore.md §8, §10.1 step c).
 
-Removal is logical: it only moves the channel's first sequence (and the per-slice count of
-removed leading messages). A fully removed slice is dropped unless it is the last one.
+The limits are the plan's :class:`~stanpkg.plan.limits.Limits` (``max_age`` in
+nanoseconds); only ``max_msgs``, ``max_bytes`` and ``max_age`` matter here. Removal is
+logical: it only moves the channel's first sequence (and the per-slice count of removed
+leading messages). A fully removed slice is dropped unless it is the last one.
 """
 
 from __future__ import annotations
@@ -9,34 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from stanpkg.stores.filestore.index import INDEX_RECORD, MSG_RECORD_OVERHEAD, index_position
-from stanpkg.stores.filestore.slices import SliceInfo
+from stanpkg.plan.limits import Limits, StoreLimits
+from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD, index_position
+from stanpkg.stores.file.format.slices import SliceInfo
 
-__all__ = ["ChannelLimits", "LimitsSpec", "apply_limits", "limits_for"]
+__all__ = ["NO_LIMITS", "ChannelExtent", "LimitsSpec", "apply_limits", "limits_for"]
 
-
-@dataclass(frozen=True, slots=True)
-class ChannelLimits:
-    """Effective (already inherited) message limits of one channel; 0 = unlimited."""
-
-    max_msgs: int = 0
-    max_bytes: int = 0
-    max_age_ns: int = 0
+NO_LIMITS = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
+# One value for every channel, the store's limits (their per-channel inheritance), a
+# per-channel mapping (a channel missing from it is unlimited), or any resolver.
+LimitsSpec = Limits | StoreLimits | Mapping[str, Limits] | Callable[[str], Limits] | None
 
 
-UNLIMITED = ChannelLimits()
-LimitsSpec = ChannelLimits | Mapping[str, ChannelLimits] | Callable[[str], ChannelLimits] | None
-
-
-def limits_for(spec: LimitsSpec, channel: str) -> ChannelLimits:
-    """Resolve ``spec``: one value for all channels, a per-channel mapping (missing =
-    unlimited), or a callable (e.g. the config layer's inheritance resolver)."""
+def limits_for(spec: LimitsSpec, channel: str) -> Limits:
+    """The effective limits of ``channel`` under ``spec`` (None = unlimited)."""
     if spec is None:
-        return UNLIMITED
-    if isinstance(spec, ChannelLimits):
+        return NO_LIMITS
+    if isinstance(spec, Limits):
         return spec
+    if isinstance(spec, StoreLimits):
+        return spec.for_channel(channel)
     if isinstance(spec, Mapping):
-        return spec.get(channel, UNLIMITED)
+        return spec.get(channel, NO_LIMITS)
     return spec(channel)
 
 
@@ -55,7 +51,7 @@ class ChannelExtent:
 def apply_limits(
     slices: Sequence[SliceInfo],
     indexes: Sequence[bytes],
-    limits: ChannelLimits,
+    limits: Limits,
     now_ns: int,
 ) -> ChannelExtent:
     """First/last sequence, count and bytes after count/size limits then age expiration.
@@ -90,7 +86,7 @@ def apply_limits(
             head += 1
             first = live[head].first_seq  # tolerate gaps between slices
 
-    max_msgs, max_bytes, max_age = limits.max_msgs, limits.max_bytes, limits.max_age_ns
+    max_msgs, max_bytes, max_age = limits.max_msgs, limits.max_bytes, limits.max_age
     while count > 1 and (0 < max_msgs < count or 0 < max_bytes < total):
         remove_first()
     if max_age > 0:

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.crypto import EncryptionError, PayloadCipher, channel_key
-from stanpkg.stores.filestore.errors import (
+from stanpkg.stores.file.format.errors import (
     BadRecordHandler,
     CorruptedRecordError,
     FileStoreError,
@@ -25,19 +25,20 @@ from stanpkg.stores.filestore.errors import (
     RecordDecodeError,
     UnexpectedEOFError,
 )
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.file.format.framing import (
     IEEE_POLY,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
+    CrcFunc,
     FileImage,
     RecordScan,
     crc32_func,
     map_file,
 )
-from stanpkg.stores.filestore.index import INDEX_RECORD, INDEX_RECORD_SIZE, index_position
-from stanpkg.stores.filestore.slices import SliceInfo
+from stanpkg.stores.file.format.index import INDEX_RECORD, INDEX_RECORD_SIZE, index_position
+from stanpkg.stores.file.format.slices import SliceInfo
 
-__all__ = ["SliceReader", "StoredMessage"]
+__all__ = ["SliceReader", "StoredMessage", "indexed_payload"]
 
 
 class StoredMessage(NamedTuple):
@@ -134,10 +135,8 @@ class SliceReader:
         records = self._index_range(sl, lo, hi)
         check = self._crc if self.do_crc else None
         cipher = self._cipher(sl.channel)
-        unpack_header = RECORD_HEADER.unpack_from
         msg = pb.MsgProto()  # reused: fields are copied out before the next parse
         parse = msg.ParseFromString
-        number = sl.number
         with map_file(sl.dat_path) as dat:
             dat_len = len(dat)
             for seq, off, _, size, _ in INDEX_RECORD.iter_unpack(records):
@@ -152,17 +151,7 @@ class SliceReader:
                             path=sl.dat_path,
                             offset=off,
                         )
-                    rec_size, rec_crc = unpack_header(dat, off)
-                    if rec_size != size:
-                        raise IndexMismatchError(
-                            f"record size in data file is {rec_size}, index of sequence {seq} "
-                            f"says {size}",
-                            path=sl.dat_path,
-                            offset=off,
-                        )
-                    payload = dat[start:end]
-                    if check is not None and check(payload) != rec_crc:
-                        raise _crc_error(sl.dat_path, dat, off, payload, rec_crc, check(payload))
+                    payload = indexed_payload(dat, off, off, seq, size, check, sl.dat_path)
                     try:
                         parse(payload)
                     except DecodeError as exc:
@@ -180,20 +169,7 @@ class SliceReader:
                         raise
                     on_bad_record(exc)
                     continue
-                data = msg.data
-                if cipher is not None and data:
-                    data = _decrypt(cipher, data, sl, seq, off)
-                yield StoredMessage(
-                    seq,
-                    msg.subject,
-                    msg.reply,
-                    data,
-                    msg.timestamp,
-                    msg.redelivered,
-                    msg.CRC32,
-                    number,
-                    off,
-                )
+                yield self._message(msg, sl, off, cipher)
 
     def _iter_scanned(
         self, sl: SliceInfo, lo: int, hi: int, on_bad_record: BadRecordHandler | None
@@ -256,18 +232,32 @@ def _decrypt(cipher: PayloadCipher, data: bytes, sl: SliceInfo, seq: int, off: i
         ) from None
 
 
-def _crc_error(
-    path: str, dat: FileImage, off: int, payload: bytes, expected: int, actual: int
-) -> CorruptedRecordError:
-    return CorruptedRecordError(
-        path=path,
-        offset=off,
-        header=bytes(dat[off : off + RECORD_HEADER_SIZE]),
-        payload=payload,
-        typed=False,
-        expected_crc=expected,
-        actual_crc=actual,
-    )
+def indexed_payload(
+    buf: FileImage, pos: int, offset: int, seq: int, size: int, crc: CrcFunc | None, path: str
+) -> bytes:
+    """The payload of the record at ``buf[pos:]`` (offset ``offset`` of the data file
+    ``path``) that the index entry of ``seq`` says is ``size`` bytes: the record header
+    must say so too, and the CRC match (unless ``crc`` is None)."""
+    rec_size, rec_crc = RECORD_HEADER.unpack_from(buf, pos)
+    if rec_size != size:
+        raise IndexMismatchError(
+            f"record size in data file is {rec_size}, index of sequence {seq} says {size}",
+            path=path,
+            offset=offset,
+        )
+    start = pos + RECORD_HEADER_SIZE
+    payload = buf[start : start + size]
+    if crc is not None and (actual := crc(payload)) != rec_crc:
+        raise CorruptedRecordError(
+            path=path,
+            offset=offset,
+            header=bytes(buf[pos:start]),
+            payload=payload,
+            typed=False,
+            expected_crc=rec_crc,
+            actual_crc=actual,
+        )
+    return payload
 
 
 def _make_reader(crc_poly: int, do_crc: bool, key_hash: bytes | None) -> SliceReader:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
 
-from stanpkg.stores.filestore.errors import IndexFileError
-from stanpkg.stores.filestore.framing import Buffer, CrcFunc
+from stanpkg.stores.file.format.errors import IndexFileError
+from stanpkg.stores.file.format.framing import Buffer, CrcFunc
 
 __all__ = [
     "INDEX_BODY",

@@ -9,9 +9,10 @@ import stat
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.filestore.appender import create_temp_file
-from stanpkg.stores.filestore.errors import RecordDecodeError, ServerFileSizeError
-from stanpkg.stores.filestore.framing import (
+from stanpkg.stores.base import ServerInfo
+from stanpkg.stores.file.format.appender import create_temp_file
+from stanpkg.stores.file.format.errors import RecordDecodeError, ServerFileSizeError
+from stanpkg.stores.file.format.framing import (
     RECORD_HEADER_SIZE,
     VERSION_HEADER,
     CrcFunc,
@@ -21,13 +22,14 @@ from stanpkg.stores.filestore.framing import (
     encode_record,
     write_all,
 )
+from stanpkg.stores.records import server_info_from_proto, server_info_to_proto
 
 __all__ = ["SERVER_FILE", "read_server_file", "write_server_file"]
 
 SERVER_FILE = "server.dat"
 
 
-def read_server_file(path: str, *, crc: CrcFunc | None = None) -> spb.ServerInfo | None:
+def read_server_file(path: str, *, crc: CrcFunc | None = None) -> ServerInfo | None:
     """The recorded ServerInfo, or None when the file holds no record (fresh store).
 
     ``crc`` None skips CRC verification (``do_crc`` false).
@@ -51,12 +53,12 @@ def read_server_file(path: str, *, crc: CrcFunc | None = None) -> spb.ServerInfo
             raise RecordDecodeError(
                 f"invalid ServerInfo: {exc}", path=path, offset=offset
             ) from None
-        return info
+        return server_info_from_proto(info)
     return None
 
 
 def write_server_file(
-    path: str, info: spb.ServerInfo, *, crc: CrcFunc | None = None, atomic: bool = False
+    path: str, info: ServerInfo, *, crc: CrcFunc | None = None, atomic: bool = False
 ) -> None:
     """Go's "Init": keep the version header, truncate to 4 bytes, write the one record.
 
@@ -65,7 +67,7 @@ def write_server_file(
     ``path`` instead: a crash can then never leave a header-only file behind (the
     reference's window for losing every channel at the next start).
     """
-    record = encode_record(info.SerializeToString(), crc or crc32_func())
+    record = encode_record(server_info_to_proto(info).SerializeToString(), crc or crc32_func())
     if atomic:
         fd, tmp = create_temp_file(os.path.dirname(path) or ".", SERVER_FILE)
         try:

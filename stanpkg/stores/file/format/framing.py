@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Union
 
-from stanpkg.stores.filestore.errors import (
+from stanpkg.stores.file.format.errors import (
     CorruptedRecordError,
     FileVersionError,
     UnexpectedEOFError,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from stanpkg.stores.filestore.errors import TruncateWitnessError, UnexpectedEOFError
+from stanpkg.stores.file.format.errors import TruncateWitnessError, UnexpectedEOFError
 
 __all__ = [
     "TRUNCATE_WITNESS",
