@@ -17,9 +17,9 @@ from datetime import UTC, date, datetime
 
 from stanpkg.pipeline.archive_layout import default_archive_dir
 from stanpkg.plan.compile import compile_args
+from stanpkg.plan.encryption import ENCRYPTION_KEY_ENV
 from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.subjects import SubjectTree, channel_name_problem
-from stanpkg.stores.crypto import ENCRYPTION_KEY_ENV
 from stanpkg.stores.file.format import IEEE_POLY
 
 __all__ = ["ChannelSelector", "OptionError", "ReadOptions", "parse_time"]

@@ -21,6 +21,7 @@ from stanpkg.conf import Kind as NodeKind
 from stanpkg.plan.collect import Collected, collect_nats, collect_streaming, render_passthrough
 from stanpkg.plan.context import Context, Path, dotted, option_for
 from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
+from stanpkg.plan.encryption import resolve_cipher_name
 from stanpkg.plan.flags import ParsedFlags, UsageError, parse_flags
 from stanpkg.plan.gotime import DurationError, parse_duration
 from stanpkg.plan.limits import Limits, PartialLimits, StoreLimits, resolve_store_limits
@@ -38,8 +39,6 @@ from stanpkg.plan.model import (
 from stanpkg.plan.options import OPTIONS, Kind
 from stanpkg.plan.rules import run_rules
 from stanpkg.plan.validation import check_schema
-
-ENCRYPTION_KEY_ENV = "NATS_STREAMING_ENCRYPTION_KEY"
 
 
 @dataclass(frozen=True)
@@ -299,6 +298,7 @@ def build_plan(ctx: Context, streaming_file: str, nats_file: str, passthrough: s
         Plan,
         "",
         store_type=StoreType(str(ctx.value(("store_type",)))),
+        encryption_cipher=resolve_cipher_name(str(ctx.value(("encryption_cipher",)))),
         store_limits=_store_limits(ctx),
         file_options=_section(ctx, FileOptions, "file_options"),
         sql_options=_section(ctx, SqlOptions, "sql_options"),

@@ -175,7 +175,7 @@ class Plan:
     ft_group: str
     partitioning: bool
     encrypt: bool
-    encryption_cipher: str  # "AES" | "CHACHA" | "" (auto)
+    encryption_cipher: str  # resolved: "AES" | "CHACHA" (by CPU when not configured)
     encryption_key: Secret  # resolved: flag > environment > file
     replace_durable: bool
     stan_debug: bool

@@ -205,6 +205,11 @@ class MessageStore(ABC):
         go). Returns the timestamp of the oldest remaining message, 0 if none (or if
         the channel has no age limit), so the caller can arm its next check."""
 
+    def locate(self, sequence: int) -> str:
+        """Where the stored message is, for error texts (the FILE store names its file
+        and offset); "" when the store has nothing to say."""
+        return ""
+
     async def flush(self) -> None:
         """Make everything stored so far durable (no-op for memory)."""
         return

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
-from collections.abc import Mapping
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
@@ -18,7 +16,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 __all__ = [
     "CIPHER_AES",
     "CIPHER_CHACHA",
-    "ENCRYPTION_KEY_ENV",
     "NONCE_SIZE",
     "OVERHEAD",
     "TAG_SIZE",
@@ -26,12 +23,10 @@ __all__ = [
     "PayloadCipher",
     "channel_cipher",
     "channel_key",
-    "default_cipher",
+    "cipher_code",
     "is_encrypted_payload",
     "master_key_hash",
-    "parse_cipher",
     "raft_cipher",
-    "select_encryption_key",
 ]
 
 CIPHER_AES = 1
@@ -39,7 +34,6 @@ CIPHER_CHACHA = 2
 NONCE_SIZE = 12
 TAG_SIZE = 16
 OVERHEAD = 1 + NONCE_SIZE + TAG_SIZE  # 29 bytes per encrypted payload
-ENCRYPTION_KEY_ENV = "NATS_STREAMING_ENCRYPTION_KEY"
 
 _CIPHER_NAMES = {"AES": CIPHER_AES, "CHACHA": CIPHER_CHACHA}
 # Go's error texts on authentication failure (logged by the reference on a wrong key).
@@ -51,42 +45,15 @@ _NONCE_MOD = 1 << (8 * NONCE_SIZE)
 
 
 class EncryptionError(Exception):
-    """Key selection, cipher selection or decryption failed (never returns garbage)."""
+    """Cipher selection or decryption failed (never returns garbage)."""
 
 
-def default_cipher(machine: str | None = None) -> int:
-    """Cipher used when none is configured: AES on amd64/386, ChaCha everywhere else."""
-    arch = (machine if machine is not None else platform.machine()).lower()
-    if arch in {"x86_64", "amd64", "i386", "i486", "i586", "i686", "x86", "386"}:
-        return CIPHER_AES
-    return CIPHER_CHACHA
-
-
-def parse_cipher(name: str | None) -> int:
-    """Map the `encryption_cipher` option (case-insensitive; empty = by CPU) to a code."""
-    if not name:
-        return default_cipher()
+def cipher_code(name: str) -> int:
+    """The code of a cipher named by the plan ("AES" or "CHACHA", case-insensitive)."""
     code = _CIPHER_NAMES.get(name.upper())
     if code is None:
         raise EncryptionError("encryption cipher not supported")
     return code
-
-
-def select_encryption_key(
-    configured: bytes | str | None, environ: Mapping[str, str] | None = None
-) -> bytes:
-    """Apply the key precedence: a non-empty env variable wins over the configured key.
-
-    Call only when encryption is enabled (the env variable alone does not enable it).
-    The key is the raw byte string of the value: no decoding, no trimming.
-    """
-    env = os.environ if environ is None else environ
-    from_env = env.get(ENCRYPTION_KEY_ENV, "")
-    if from_env:
-        return os.fsencode(from_env)
-    if configured:
-        return configured.encode() if isinstance(configured, str) else bytes(configured)
-    raise EncryptionError("encryption key required")
 
 
 def master_key_hash(user_key: bytes | str) -> bytes:

@@ -9,8 +9,19 @@ __all__ = ["create_store"]
 
 
 def create_store(plan: Plan, log: StoreLog) -> Store:
-    """The store of ``plan.store_type``. Raises :class:`StoreError` when it cannot be
-    created (its text is reported as ``Failed to start: <text>``)."""
+    """The store of ``plan.store_type``, wrapped in the encrypting store when the plan
+    encrypts. Raises :class:`StoreError` when it cannot be created (its text is reported
+    as ``Failed to start: <text>``)."""
+    from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
+
+    encryption = encryption_from_plan(plan)  # key and cipher problems before any I/O
+    store = _create_plain_store(plan, log)
+    if encryption is None:
+        return store
+    return EncryptingStore(store, encryption.key, encryption.cipher, log)
+
+
+def _create_plain_store(plan: Plan, log: StoreLog) -> Store:
     if plan.store_type is StoreType.MEMORY:
         from stanpkg.stores.memory import MemoryStore
 

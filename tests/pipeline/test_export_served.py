@@ -15,7 +15,7 @@ from stanpkg.pipeline.planning import plan_read
 from stanpkg.pipeline.state import open_state_store
 from stanpkg.plan.compile import compile_args
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.file import FileStore, config_from_plan
+from stanpkg.stores.factory import create_store
 from stanpkg.stores.file.format import open_datastore
 from stanpkg.stores.file.format.framing import crc32_func, encode_record
 from tests.pipeline.helpers import copy_fixture, discard_first_slice
@@ -49,7 +49,7 @@ def served(config: Path) -> dict[str, tuple[int, int, list[Message]]]:
     store serves."""
     compiled = compile_args(["-sc", str(config)], {})
     assert compiled.plan is not None, compiled.diagnostics
-    store = FileStore(config_from_plan(compiled.plan), LogCapture())
+    store = create_store(compiled.plan, LogCapture())
     try:
         state = store.recover()
         assert state is not None

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from stanpkg.plan.compile import Compilation, compile_args
 from stanpkg.plan.diagnostics import Severity
 from stanpkg.plan.dump import plan_to_dict
+from stanpkg.plan.encryption import ENCRYPTION_KEY_ENV, default_cipher_name, resolve_cipher_name
 from stanpkg.plan.model import Mode, StoreType
 
 
@@ -75,6 +76,26 @@ def test_encryption_key_precedence(tmp_path: Path) -> None:
     # The environment alone does not turn encryption on.
     plain = compile_args([], env=env).plan
     assert plain is not None and not plain.encrypt
+    # An empty variable is as good as unset; the value is taken as is (no trimming).
+    by_empty = compile_text(tmp_path, text, env={"NATS_STREAMING_ENCRYPTION_KEY": ""}).plan
+    assert by_empty is not None and by_empty.encryption_key.reveal() == "from-file"
+    raw = compile_args(["--encrypt"], env={"NATS_STREAMING_ENCRYPTION_KEY": " raw "}).plan
+    assert raw is not None and raw.encryption_key.reveal() == " raw "
+    # Encryption on without any key: refused, with the reference's text.
+    missing = compile_args(["--encrypt"], env={})
+    assert missing.plan is None
+    assert any("(encryption key required)" in d.message for d in missing.diagnostics)
+
+
+def test_cipher_resolved_in_the_plan() -> None:
+    assert default_cipher_name("x86_64") == "AES" and default_cipher_name("aarch64") == "CHACHA"
+    assert resolve_cipher_name("") == default_cipher_name()
+    assert resolve_cipher_name("ChaCha", "x86_64") == "CHACHA"
+    plan = compile_args(["--encryption_key", "k"], env={}).plan
+    assert plan is not None and plan.encryption_cipher == default_cipher_name()
+    plan = compile_args(["--encryption_key", "k", "--encryption_cipher", "chacha"], env={}).plan
+    assert plan is not None and plan.encryption_cipher == "CHACHA"
+    assert ENCRYPTION_KEY_ENV == "NATS_STREAMING_ENCRYPTION_KEY"
 
 
 def test_cluster_peers_flag_wins_and_own_id_removed(tmp_path: Path) -> None:

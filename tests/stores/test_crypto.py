@@ -11,18 +11,15 @@ from hypothesis import strategies as st
 from stanpkg.stores.crypto import (
     CIPHER_AES,
     CIPHER_CHACHA,
-    ENCRYPTION_KEY_ENV,
     OVERHEAD,
     EncryptionError,
     PayloadCipher,
     channel_cipher,
     channel_key,
-    default_cipher,
+    cipher_code,
     is_encrypted_payload,
     master_key_hash,
-    parse_cipher,
     raft_cipher,
-    select_encryption_key,
 )
 
 
@@ -78,20 +75,13 @@ def test_wrong_key_never_returns_garbage(code: int, text: str) -> None:
         channel_cipher(b"right", "other-channel", code).decrypt(blob)
 
 
-def test_key_precedence() -> None:
-    assert select_encryption_key("cfg", {ENCRYPTION_KEY_ENV: "env"}) == b"env"
-    assert select_encryption_key("cfg", {ENCRYPTION_KEY_ENV: ""}) == b"cfg"
-    assert select_encryption_key(b" raw ", {}) == b" raw "  # no trimming
-    with pytest.raises(EncryptionError, match="encryption key required"):
-        select_encryption_key(None, {})
+# The key's precedence and the by-CPU default cipher are the plan's: tests/plan/test_compile.py.
 
 
 def test_cipher_selection() -> None:
-    assert parse_cipher("aes") == CIPHER_AES and parse_cipher("ChaCha") == CIPHER_CHACHA
+    assert cipher_code("aes") == CIPHER_AES and cipher_code("ChaCha") == CIPHER_CHACHA
     with pytest.raises(EncryptionError, match="encryption cipher not supported"):
-        parse_cipher("des")
-    assert default_cipher("x86_64") == CIPHER_AES and default_cipher("aarch64") == CIPHER_CHACHA
-    assert parse_cipher("") == default_cipher()
+        cipher_code("des")
 
 
 def test_raft_key_is_master_hash() -> None:

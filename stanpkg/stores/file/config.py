@@ -1,15 +1,12 @@
-"""What the FILE store needs from the plan, resolved once (encryption key and cipher
-included) so the store never looks at the plan again."""
+"""What the FILE store needs from the plan, resolved once so the store never looks at
+the plan again (encryption is a wrapper around the store: see stores/encryption.py)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.model import Plan
-from stanpkg.stores.base import StoreError
-from stanpkg.stores.crypto import EncryptionError, parse_cipher
 from stanpkg.stores.file.format import SliceLimits
 
 __all__ = ["CompactionPolicy", "FileStoreConfig", "config_from_plan"]
@@ -43,25 +40,11 @@ class FileStoreConfig:
     auto_sync_ns: int = 60_000_000_000  # <= 0 disables
     truncate_bad_eof: bool = False
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
-    encryption_key: bytes | None = None  # raw key bytes; None = no encryption
-    cipher: int = 1  # code used to encrypt (decryption follows each payload's code)
     lock_root: bool = True  # take .rootdir.lck (refuse a second server on the directory)
 
 
 def config_from_plan(plan: Plan) -> FileStoreConfig:
-    """Raises :class:`StoreError` with the reference's texts for encryption problems."""
     fo = plan.file_options
-    key: bytes | None = None
-    cipher = 1
-    if plan.encrypt:
-        secret = plan.encryption_key.reveal()
-        if not secret:
-            raise StoreError("encryption key required")
-        key = os.fsencode(secret)  # the raw bytes of the value, no decoding or trimming
-        try:
-            cipher = parse_cipher(plan.encryption_cipher)
-        except EncryptionError as exc:
-            raise StoreError(str(exc)) from None
     return FileStoreConfig(
         root=plan.dir,
         store_limits=plan.store_limits,
@@ -84,8 +67,6 @@ def config_from_plan(plan: Plan) -> FileStoreConfig:
             interval_s=float(fo.compact_interval),
             min_size=fo.compact_min_size,
         ),
-        encryption_key=key,
-        cipher=cipher,
         # A fault-tolerant group shares the directory: the standby polls the lock.
         lock_root=not plan.ft_group,
     )

@@ -23,4 +23,3 @@ class StoreEnv:
     pool: HandlePool
     syncer: Syncer
     remover: SliceRemover
-    key_hash: bytes | None  # SHA-256 of the encryption key

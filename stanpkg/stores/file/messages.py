@@ -13,13 +13,9 @@ import time
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from google.protobuf.message import DecodeError
-
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
 from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError
-from stanpkg.stores.crypto import EncryptionError, PayloadCipher
-from stanpkg.stores.file.encryption import decrypt_record, encrypt_record, message_cipher
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
 from stanpkg.stores.file.format.errors import FileStoreError
@@ -27,6 +23,7 @@ from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
 from stanpkg.stores.file.format.msgwriter import SliceLimits, auto_slice_limits
 from stanpkg.stores.file.handles import SliceWriteFiles
 from stanpkg.stores.file.slice_reads import HeadCursor, ReadWindow, Slice, read_index
+from stanpkg.stores.recent import RecentRecords
 
 __all__ = ["FileMessageStore"]
 
@@ -70,13 +67,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         self._retired: list[SliceWriteFiles] = []  # rolled-over writers not yet synced
         self._last_ts = self._slices[-1].last_ts if self._slices else 0
         self._hit_limit = False
-        self._cipher: PayloadCipher | None = None
-        if env.key_hash is not None:
-            self._cipher = message_cipher(env.key_hash, name, env.config.cipher, self._last + 1)
-        self._cache: list[bytes] = []
-        self._cache_first = 0
-        self._cache_bytes = 0
-        self._stored_at = 0.0
+        self._cache = RecentRecords(CACHE_MAX_MSGS, CACHE_MAX_BYTES, CACHE_IDLE_SECONDS)
         self._window = ReadWindow(env.config.read_buffer_size)
         self._head = HeadCursor()
         self._lookup_errors: set[int] = set()
@@ -105,8 +96,6 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             return
         if self._failed:
             raise StoreError(self._failed)
-        cipher = self._cipher
-        stored = records if cipher is None else [encrypt_record(r, cipher) for r in records]
         seq = self._last + 1
         now = time.time_ns()  # the coarse clock of the age rule: one reading per batch
         added_bytes = 0
@@ -114,8 +103,8 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         try:
             while done < total:
                 sl = self._slice_for_next(now)
-                take = self._room(sl, stored, done)
-                chunk = stored[done : done + take]
+                take = self._room(sl, records, done)
+                chunk = records[done : done + take]
                 stamps = timestamps[done : done + take]
                 assert self._writer is not None
                 self._writer.writer().append_batch(seq, chunk, stamps)
@@ -146,7 +135,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         self._last_ts = timestamps[-1]
         self._count += total
         self._bytes += added_bytes
-        self._remember(records, seq - total)
+        self._cache.remember(records, seq - total, time.monotonic())
         self._enforce_count_and_size()
 
     def _slice_for_next(self, now: int) -> Slice:
@@ -192,28 +181,10 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             self._drop_first_slice()  # the only previous slice was already emptied
         return sl
 
-    def _remember(self, records: Sequence[bytes], first_seq: int) -> None:
-        size = sum(map(len, records))
-        cache = self._cache
-        if (
-            self._cache_first + len(cache) != first_seq
-            or len(cache) + len(records) > CACHE_MAX_MSGS
-            or self._cache_bytes + size > CACHE_MAX_BYTES
-        ):
-            self._cache = list(records)
-            self._cache_first = first_seq
-            self._cache_bytes = size
-        else:
-            cache.extend(records)
-            self._cache_bytes += size
-        self._stored_at = time.monotonic()
-
     def drop_cache_if_idle(self, now: float) -> None:
         """Called every second or so: an idle channel's cache goes (bounded memory with
         many channels)."""
-        if self._cache and now - self._stored_at >= CACHE_IDLE_SECONDS:
-            self._cache = []
-            self._cache_bytes = 0
+        self._cache.drop_if_idle(now)
 
     # -- limits and removal -----------------------------------------------------------
 
@@ -276,16 +247,14 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
     def lookup(self, sequence: int) -> bytes | None:
         if sequence < self._first or sequence > self._last:
             return None
-        i = sequence - self._cache_first
-        if 0 <= i < len(self._cache):
-            return self._cache[i]
+        cache = self._cache
+        i = sequence - cache.first
+        if 0 <= i < len(cache.records):
+            return cache.records[i]
         sl = self._slices[bisect_right(self._firsts, sequence) - 1]
         try:
-            payload = self._window.read(sl, sequence, self.env.pool, self.env.check_crc)
-            if self._cipher is not None:
-                return decrypt_record(payload, self._cipher)
-            return payload
-        except (OSError, FileStoreError, EncryptionError, DecodeError) as exc:
+            return self._window.read(sl, sequence, self.env.pool, self.env.check_crc)
+        except (OSError, FileStoreError) as exc:
             self._window.reset()
             self._report_lookup_error(sequence, exc)
             return None
@@ -313,8 +282,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         ):
             return
         self._lookup_errors.add(sequence)
-        hint = "; wrong encryption key?" if isinstance(exc, EncryptionError) else ""
-        self.env.log.error(f"Error looking up message {self.name}:{sequence} ({exc}{hint})")
+        self.env.log.error(f"Error looking up message {self.name}:{sequence} ({exc})")
 
     def sequence_at_or_after(self, timestamp: int) -> int:
         if self._last == 0:

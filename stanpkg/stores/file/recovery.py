@@ -25,7 +25,6 @@ from concurrent.futures import (
 )
 from dataclasses import dataclass, field
 
-from stanpkg.stores.file import encryption
 from stanpkg.stores.file.format.channel import (
     ChannelInfo,
     ChannelJob,
@@ -76,27 +75,17 @@ def record_error_lines(exc: FileStoreError, root: str) -> list[LogLine]:
 
 
 def recover_for_store(
-    job: ChannelJob, key_hash: bytes | None, on_slice: Callable[[int], None] | None = None
+    job: ChannelJob, on_slice: Callable[[int], None] | None = None
 ) -> ChannelResult:
     """Recover one channel as the store does (``job.repair`` set), never raising."""
     try:
         info = recover_channel(job, on_slice=on_slice)
-        if key_hash is not None and info.msg_count:
-            _check_key(job, key_hash, info)
     except ChannelRecoveryError as exc:
         log = exc.log
         if isinstance(exc.cause, FileStoreError):
             log += record_error_lines(exc.cause, job.root)
         return ChannelResult(job.name, log=tuple(log), error=str(exc))
     return ChannelResult(job.name, info, info.log)
-
-
-def _check_key(job: ChannelJob, key_hash: bytes, info: ChannelInfo) -> None:
-    try:
-        encryption.check_key(info, key_hash, crc_poly=job.crc_poly, do_crc=job.do_crc)
-    except FileStoreError as exc:
-        last = f"{job.name}/msgs.{info.next_number - 1}.idx"
-        raise ChannelRecoveryError(job.name, exc, info.log, last) from exc
 
 
 @dataclass
@@ -135,7 +124,6 @@ class RecoveryProgress:
 
 def recover_channels(
     jobs: list[ChannelJob],
-    key_hash: bytes | None,
     workers: int,
     progress: RecoveryProgress,
     use_processes: bool,
@@ -143,7 +131,7 @@ def recover_channels(
     """Results in completion order; stops at the first failed channel (yielded last)."""
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            result = recover_for_store(job, key_hash, lambda n: progress.add(0, n))
+            result = recover_for_store(job, lambda n: progress.add(0, n))
             progress.add(1, 0)
             yield result
             if result.error:
@@ -158,7 +146,7 @@ def recover_channels(
         executor = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
     try:
         pending: set[Future[ChannelResult]] = {
-            executor.submit(recover_for_store, job, key_hash) for job in jobs
+            executor.submit(recover_for_store, job) for job in jobs
         }
         while pending:
             done, pending = wait(pending, timeout=progress.interval, return_when=FIRST_COMPLETED)

@@ -26,7 +26,6 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
 )
-from stanpkg.stores.crypto import master_key_hash
 from stanpkg.stores.file import recovery
 from stanpkg.stores.file.archive import SliceRemover
 from stanpkg.stores.file.clients import ClientsFile
@@ -112,7 +111,6 @@ class FileStore(BaseStore):
             pool=HandlePool(config.fds_limit),
             syncer=Syncer(),
             remover=SliceRemover(config.archive_script, log),
-            key_hash=master_key_hash(config.encryption_key) if config.encryption_key else None,
         )
         self._server_path = os.path.join(root, SERVER_FILE)
         self._clients = ClientsFile(self.env, os.path.join(root, CLIENTS_FILE))
@@ -203,7 +201,7 @@ class FileStore(BaseStore):
         use_processes = workers > 1 and store_size(cfg.root, names) >= recovery.PROCESS_THRESHOLD
         progress = RecoveryProgress(len(jobs), self.log.notice, recovery.PROGRESS_INTERVAL)
         results: dict[str, ChannelInfo] = {}
-        for result in recover_channels(jobs, self.env.key_hash, workers, progress, use_processes):
+        for result in recover_channels(jobs, workers, progress, use_processes):
             self._log_lines(result.log)
             if result.info is None:
                 raise StoreError(result.error)

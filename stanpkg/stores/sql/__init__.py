@@ -7,11 +7,8 @@ server and back.
 
 from __future__ import annotations
 
-import os
-
 from stanpkg.plan.model import Plan
-from stanpkg.stores.base import StoreError, StoreLog
-from stanpkg.stores.crypto import EncryptionError, parse_cipher
+from stanpkg.stores.base import StoreLog
 from stanpkg.stores.sql.db import Database
 from stanpkg.stores.sql.drivers import open_driver
 from stanpkg.stores.sql.schema import check_schema
@@ -25,15 +22,6 @@ def create_sql_store(plan: Plan, log: StoreLog) -> SqlStore:
     ``Failed to start: <text>``) on a bad DSN, an unreachable server or a bad schema."""
     options = plan.sql_options
     driver = open_driver(options.driver, options.source.reveal())
-    encryption = None
-    if plan.encrypt:
-        key = plan.encryption_key.reveal()
-        if not key:
-            raise StoreError("encryption key required")
-        try:
-            encryption = (os.fsencode(key), parse_cipher(plan.encryption_cipher))
-        except EncryptionError as exc:
-            raise StoreError(str(exc)) from None
     db = Database(driver, options.max_open_conns)
     try:
         db.open()
@@ -47,5 +35,4 @@ def create_sql_store(plan: Plan, log: StoreLog) -> SqlStore:
         db,
         no_caching=options.no_caching,
         bulk_insert_limit=options.bulk_insert_limit,
-        encryption=encryption,
     )

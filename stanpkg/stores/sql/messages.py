@@ -25,9 +25,7 @@ from typing import Any, Protocol
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError, StoreLog
-from stanpkg.stores.crypto import EncryptionError, PayloadCipher
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
 from stanpkg.stores.sql.records import Statements
@@ -132,7 +130,6 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
         channel_id: int,
         limits: Limits,
         log: StoreLog,
-        cipher: PayloadCipher | None = None,
         *,
         first: int = 0,
         last: int = 0,
@@ -146,7 +143,6 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
         self.channel_id = channel_id
         self.limits = limits
         self._log = log
-        self._cipher = cipher
         self._index = index if index is not None else MessageIndex()
         self._first = first
         self._last = last
@@ -171,29 +167,20 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
         if not records:
             return
         self._prune()
-        stored = [self._encrypt(r) for r in records] if self._cipher is not None else records
         if not self._index:
             self._first = self._last + 1
         seq = self._last
         index, unwritten, pending = self._index, self._unwritten, self._pending
-        for record, data, stamp in zip(records, stored, timestamps, strict=True):
+        for record, stamp in zip(records, timestamps, strict=True):
             seq += 1
-            index.append(stamp, len(data))
-            self._bytes += len(data)
+            index.append(stamp, len(record))
+            self._bytes += len(record)
             unwritten[seq] = record
-            pending.append((seq, stamp, data))
+            pending.append((seq, stamp, record))
         self._last = seq
         self._last_ts = timestamps[-1]
         self.enforce_limits(warn=True)
         self.owner.dirty(self)
-
-    def _encrypt(self, record: bytes) -> bytes:
-        assert self._cipher is not None
-        msg = pb.MsgProto.FromString(record)
-        if not msg.data:
-            return record
-        msg.data = self._cipher.encrypt(msg.data)
-        return msg.SerializeToString()
 
     def enforce_limits(self, *, warn: bool) -> bool:
         """Drop the oldest messages over ``max_msgs``/``max_bytes`` (never the newest)."""
@@ -309,7 +296,7 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
                 return record
         try:
             return self._read(sequence)
-        except (StoreError, EncryptionError) as exc:
+        except StoreError as exc:
             self._log.error(f'Unable to read message {sequence} of channel "{self.channel}": {exc}')
             return None
 
@@ -333,21 +320,12 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
             rows = self.owner.db.read(ahead)
         found = None
         for seq, data in rows:
-            record = self._decrypt(bytes(data))
+            record = bytes(data)
             if self._cache is not None:
                 self._cache.put(seq, record)
             if seq == sequence:
                 found = record
         return found
-
-    def _decrypt(self, data: bytes) -> bytes:
-        if self._cipher is None:
-            return data
-        msg = pb.MsgProto.FromString(data)
-        if not msg.data:
-            return data
-        msg.data = self._cipher.decrypt(msg.data)
-        return msg.SerializeToString()
 
     def sequence_at_or_after(self, timestamp: int) -> int:
         if self._last == 0:

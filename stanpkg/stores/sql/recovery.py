@@ -122,7 +122,6 @@ def _recover_messages(
         cid,
         limits,
         store.log,
-        store.cipher(name, last),
         first=first,
         last=last,
         last_timestamp=last_ts,

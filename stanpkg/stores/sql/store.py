@@ -28,7 +28,6 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
 )
-from stanpkg.stores.crypto import PayloadCipher, channel_cipher
 from stanpkg.stores.sql.db import Database, Op, run_ops
 from stanpkg.stores.sql.drivers import Cursor, one_line
 from stanpkg.stores.sql.lock import SqlStoreLock
@@ -53,7 +52,6 @@ class SqlStore(BaseStore):
         *,
         no_caching: bool = False,
         bulk_insert_limit: int = 0,
-        encryption: tuple[bytes, int] | None = None,
     ) -> None:
         super().__init__(limits, log)
         self.db = db
@@ -63,7 +61,6 @@ class SqlStore(BaseStore):
         self.sub_ids = SubIds()
         self.max_channel_id = 0
         self.channel_ids: dict[str, int] = {}
-        self._encryption = encryption
         self._ops: list[Op] = []
         self._dirty: dict[Part, None] = {}  # ordered set
         self._timer: asyncio.TimerHandle | None = None
@@ -111,7 +108,7 @@ class SqlStore(BaseStore):
         )
         if not self.caching:
             self.kick()
-        msgs = SqlMessageStore(self, name, cid, limits, self.log, self.cipher(name, 0))
+        msgs = SqlMessageStore(self, name, cid, limits, self.log)
         return self.make_channel(name, cid, limits, msgs)
 
     def make_channel(
@@ -120,12 +117,6 @@ class SqlStore(BaseStore):
         self.channel_ids[name] = cid
         subs = SqlSubscriptionStore(self, cid, limits, self.sub_ids)
         return ChannelStore(name, msgs, subs, limits)
-
-    def cipher(self, channel: str, last: int) -> PayloadCipher | None:
-        if self._encryption is None:
-            return None
-        key, code = self._encryption
-        return channel_cipher(key, channel, code, next_seq=last + 1)
 
     def _remove_channel(self, name: str) -> None:
         cid = self.channel_ids.pop(name, None)

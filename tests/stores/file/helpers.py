@@ -22,7 +22,8 @@ import pytest
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import ServerInfo
+from stanpkg.stores.base import ServerInfo, Store, StoreLog
+from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 from stanpkg.stores.file import FileStore, FileStoreConfig, config_from_plan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -64,11 +65,21 @@ def config_for(root: Path | str, *args: str, **overrides: Any) -> FileStoreConfi
     return replace(config_from_plan(plan_for(root, *args)), **overrides)
 
 
+def encrypting(store: Store, plan: Plan, log: StoreLog) -> Any:
+    """``store`` as the store factory hands it out: wrapped when the plan encrypts."""
+    encryption = encryption_from_plan(plan)
+    if encryption is None:
+        return store
+    return EncryptingStore(store, encryption.key, encryption.cipher, log)
+
+
 def open_store(
     root: Path | str, *args: str, log: LogCapture | None = None, **overrides: Any
 ) -> tuple[FileStore, LogCapture]:
+    """A FILE store on ``root`` (behind the encrypting store when the flags encrypt)."""
     log = log or LogCapture()
-    return FileStore(config_for(root, *args, **overrides), log), log
+    store = FileStore(config_for(root, *args, **overrides), log)
+    return encrypting(store, plan_for(root, *args), log), log
 
 
 def server_info(cluster_id: str = "test") -> ServerInfo:

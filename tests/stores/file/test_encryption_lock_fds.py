@@ -11,10 +11,12 @@ import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.file import config_from_plan
+from stanpkg.stores.encryption import EncryptingMessageStore
+from stanpkg.stores.factory import create_store
 from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     ROOT,
+    LogCapture,
     fresh_store,
     open_store,
     plan_for,
@@ -95,14 +97,12 @@ def test_wrong_key_at_lookup_is_logged_not_delivered(tmp_path: Path) -> None:
     store.close()
     # bypass the recovery check to look at the lookup path
     store, log = open_store(tmp_path, "--encryption_key", "wrong", "--file_crc=false")
-    from stanpkg.stores.file import recovery
-
-    real = recovery._check_key
-    recovery._check_key = lambda *a: None  # type: ignore[assignment]
+    real = EncryptingMessageStore.check_key
+    EncryptingMessageStore.check_key = lambda self: None  # type: ignore[method-assign]
     try:
         state = store.recover()
     finally:
-        recovery._check_key = real  # type: ignore[assignment]
+        EncryptingMessageStore.check_key = real  # type: ignore[method-assign]
     assert state is not None
     msgs = state.channels[0].store.msgs
     assert msgs.lookup(1) is None and msgs.lookup(1) is None
@@ -121,10 +121,10 @@ def test_encryption_key_required_and_cipher_checked(tmp_path: Path) -> None:
 
     plan = replace(plan_for(tmp_path), encrypt=True, encryption_key=Secret(""))
     with pytest.raises(StoreError, match=r"^encryption key required$"):
-        config_from_plan(plan)
+        create_store(plan, LogCapture())
     plan = replace(plan, encryption_key=Secret("k"), encryption_cipher="ROT13")
     with pytest.raises(StoreError, match=r"^encryption cipher not supported$"):
-        config_from_plan(plan)
+        create_store(plan, LogCapture())
 
 
 def test_second_store_on_same_directory_is_refused(tmp_path: Path) -> None:

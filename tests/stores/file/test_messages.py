@@ -400,8 +400,8 @@ def test_cache_is_bounded_and_dropped_when_idle(tmp_path: Path) -> None:
     big = records("foo", 1, 3, size=messages.CACHE_MAX_BYTES // 2)
     msgs.store(big[:2], stamps(1, 2))
     msgs.store(big[2:], stamps(3, 1))  # over the byte cap: only the latest batch stays
-    assert msgs._cache == big[2:]  # type: ignore[attr-defined]
+    assert msgs._cache.records == big[2:]  # type: ignore[attr-defined]
     msgs.drop_cache_if_idle(time.monotonic() + messages.CACHE_IDLE_SECONDS)
-    assert msgs._cache == []  # type: ignore[attr-defined]
+    assert msgs._cache.records == []  # type: ignore[attr-defined]
     assert [msgs.lookup(s) for s in (1, 2, 3)] == big  # from disk
     store.close()

@@ -17,6 +17,7 @@ from stanpkg.stores.file import FileStore, config_from_plan
 from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     LogCapture,
+    encrypting,
     fresh_store,
     open_store,
     records,
@@ -41,7 +42,8 @@ def fixture_store(
     compiled = compile_args(["-sc", str(conf), *extra], env={})
     assert compiled.plan is not None, compiled.diagnostics
     log = LogCapture()
-    return FileStore(config_from_plan(compiled.plan), log), log, root, m
+    store = FileStore(config_from_plan(compiled.plan), log)
+    return encrypting(store, compiled.plan, log), log, root, m
 
 
 def delivered(state: RecoveredState) -> dict[str, list[dict[str, Any]]]:

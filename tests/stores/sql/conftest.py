@@ -23,6 +23,7 @@ import pytest
 
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
+from stanpkg.stores.encryption import EncryptingStore
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.sql import SqlStore
 from stanpkg.stores.sql.drivers import open_driver
@@ -101,9 +102,11 @@ class Target:
         return compiled.plan
 
     def open(self, *args: str) -> SqlStore:
+        """The store as the factory builds it: behind the encrypting store when ``args``
+        turn encryption on."""
         store = create_store(self.plan(*args), self.log)
-        assert isinstance(store, SqlStore)
-        return store
+        assert isinstance(store.inner if isinstance(store, EncryptingStore) else store, SqlStore)
+        return store  # type: ignore[return-value]
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a statement written with ``?`` placeholders, on a new connection."""
