@@ -8,21 +8,15 @@ reference server's wording where an operator may search for it.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 
 from stanpkg.plan.context import Context
 from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.options import OPTIONS, Kind
+from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.plan.subjects import channel_name_problem, is_literal
 
 Rule = Callable[[Context], None]
-
-_MYSQL_DSN = re.compile(
-    r"^(?:(?P<user>[^:@/]*)(?::(?P<pw>[^@]*))?@)?"
-    r"(?:(?P<net>[a-z0-9]+)(?:\((?P<addr>[^)]*)\))?)?/(?P<db>[^?]*)"
-    r"(?:\?(?P<params>.*))?$"
-)
 
 
 def channel_names(ctx: Context) -> list[str]:
@@ -142,15 +136,16 @@ def _check_sql(ctx: Context, used: bool) -> None:
         )
     if used and driver and not source:
         ctx.error(("sql_options", "driver"), "the SQL store needs sql_options.source", "sql-source")
-    bad_dsn = isinstance(source, str) and (_MYSQL_DSN.match(source) is None or "/" not in source)
-    if driver == "mysql" and source and bad_dsn:
-        ctx.error(
-            ("sql_options", "source"),
-            "sql_options.source is not a MySQL DSN such as "
-            "user:password@tcp(host:3306)/dbname (invalid DSN: missing the slash "
-            "separating the database name)",
-            "sql-source",
-        )
+    if driver == "mysql" and source and isinstance(source, str):
+        try:
+            parse_mysql_dsn(source)
+        except DsnError as exc:
+            ctx.error(
+                ("sql_options", "source"),
+                "sql_options.source is not a MySQL DSN such as "
+                f"user:password@tcp(host:3306)/dbname ({exc})",
+                "sql-source",
+            )
 
 
 def check_modes(ctx: Context) -> None:

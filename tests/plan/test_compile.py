@@ -262,3 +262,24 @@ def test_config_examples_are_valid(example: Path) -> None:
     result = compile_args(["-sc", os.fspath(example)], env=env)
     assert result.plan is not None, messages(result)
     assert not messages(result, Severity.WARNING)
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("not a dsn", "invalid DSN: missing the slash separating the database name"),
+        ("u:p@tcp(h)x/db", "invalid DSN: did you forget to escape a param value?"),
+        ("u@bogus/db", "default addr for network 'bogus' unknown"),
+        ("u:p@ss:w@rd@tcp(db.example:3307)/nss", ""),  # what the driver connects with
+    ],
+)
+def test_mysql_source_checked_by_the_drivers_parser(source: str, reason: str) -> None:
+    compiled = compile_args(["-st", "sql", "--sql_driver", "mysql", "--sql_source", source], {})
+    if not reason:
+        assert compiled.plan is not None, compiled.diagnostics
+        return
+    assert compiled.plan is None
+    assert [d.message for d in compiled.diagnostics] == [
+        "sql_options.source is not a MySQL DSN such as user:password@tcp(host:3306)/dbname "
+        f"({reason})"
+    ]

@@ -18,12 +18,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
-from urllib.parse import unquote
 
 from stanpkg.plan.gotime import DurationError, parse_duration
+from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.stores.base import StoreError
 
-__all__ = ["Connection", "Cursor", "Driver", "one_line", "open_driver", "parse_mysql_dsn"]
+__all__ = ["Connection", "Cursor", "Driver", "one_line", "open_driver"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the DSN says otherwise (libpq's default is forever)
 
@@ -125,56 +125,6 @@ def _postgres(source: str) -> Driver:
 
 # -- MySQL / MariaDB -------------------------------------------------------------------------
 
-_NO_SLASH = "invalid DSN: missing the slash separating the database name"
-_UNESCAPED = "invalid DSN: did you forget to escape a param value?"
-_NO_BRACE = "invalid DSN: network address not terminated (missing closing brace)"
-
-
-@dataclass
-class MysqlDsn:
-    user: str = ""
-    password: str = ""
-    net: str = "tcp"
-    addr: str = ""
-    dbname: str = ""
-    params: dict[str, str] = field(default_factory=dict)
-
-
-def parse_mysql_dsn(dsn: str) -> MysqlDsn:
-    """Parse ``[user[:password]@][net[(addr)]]/dbname[?param=value&...]`` the way the Go
-    driver does: the last ``/`` starts the database name, the last ``@`` before it ends
-    the credentials, the first ``:`` splits user and password."""
-    out = MysqlDsn()
-    slash = dsn.rfind("/")
-    if slash < 0:
-        raise StoreError(_NO_SLASH)
-    left = dsn[:slash]
-    at = left.rfind("@")
-    if at >= 0:
-        out.user, _, out.password = left[:at].partition(":")
-    net = left[at + 1 :]
-    paren = net.find("(")
-    if paren >= 0:
-        if not net.endswith(")"):
-            raise StoreError(_UNESCAPED if ")" in net[paren:] else _NO_BRACE)
-        out.addr = net[paren + 1 : -1]
-        net = net[:paren]
-    out.net = net or "tcp"
-    out.dbname, _, query = dsn[slash + 1 :].partition("?")
-    for pair in query.split("&") if query else ():
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise StoreError(f"invalid DSN: invalid parameter {pair!r}")
-        out.params[key] = unquote(value)
-    if not out.addr:
-        if out.net == "tcp":
-            out.addr = "127.0.0.1:3306"
-        elif out.net == "unix":
-            out.addr = "/tmp/mysql.sock"
-        else:
-            raise StoreError(f"default addr for network '{out.net}' unknown")
-    return out
-
 
 def _seconds(params: dict[str, str], key: str) -> float | None:
     text = params.get(key)
@@ -200,7 +150,10 @@ def _host_port(addr: str) -> tuple[str, int]:
 
 def _mysql(source: str) -> Driver:
     pymysql = _load("pymysql", "PyMySQL (pip install PyMySQL)")
-    dsn = parse_mysql_dsn(source)
+    try:
+        dsn = parse_mysql_dsn(source)  # the plan's rule checked it already; tools may not
+    except DsnError as exc:
+        raise StoreError(str(exc)) from None
     kwargs: dict[str, Any] = {
         "user": dsn.user,
         "password": dsn.password,

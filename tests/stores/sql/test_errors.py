@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from stanpkg.plan.sql_source import MysqlDsn, parse_mysql_dsn
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.sql.drivers import MysqlDsn, open_driver, parse_mysql_dsn
+from stanpkg.stores.sql.drivers import open_driver
 from stanpkg.stores.sql.schema import TABLES, script_path, statements
 from tests.stores.sql.conftest import ROOT, Databases, Target, sql_script
 
