@@ -314,8 +314,9 @@ class StreamingServer:
         sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
 
     async def ack_barrier(self) -> None:
-        """Process every ack that reached NATS before the request being handled (a round
-        trip on the acks connection: NATS answers it after what it queued before)."""
+        """Process every ack that reached NATS before the request being handled, and have
+        NATS register every ack inbox subscribed before (a round trip on the acks
+        connection: NATS answers it after what it queued before)."""
         with contextlib.suppress(NatsError, TimeoutError):
             await self.acks_conn.flush(2.0)
 

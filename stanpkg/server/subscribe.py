@@ -3,6 +3,7 @@ subscription (protocol.md §8, §10)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -106,7 +107,10 @@ class SubscribeRequests:
             self._reply_error(reply, str(exc))
             return
         self._attach(sub, client, channel)
-        await channel.subs_store.flush()
+        # The client acks as soon as it sees a message: NATS must have the ack inbox's SUB
+        # (sent on the acks connection) before the reply or a delivery leaves on ``conn``,
+        # or the first acks are dropped and their messages wait out ack_wait.
+        await asyncio.gather(channel.subs_store.flush(), server.ack_barrier())
         if sub.removed or sub.client is not client:
             return  # the client went away while the store flushed
         if reply:

@@ -219,3 +219,24 @@ async def test_acks_sent_before_a_close_are_applied_first(nats_url: str) -> None
         again = await client.subscribe("foo", durable="d", manual_acks=True)
         await again.assert_nothing(0.2)
         await client.close()
+
+
+async def test_first_acks_reach_a_registered_ack_inbox(nats_url: str) -> None:
+    """The ack inbox is subscribed on the acks connection, the reply and the deliveries go
+    out on the general one. Holding the acks connection's own writes back shows whether
+    the server waits for NATS to know the ack inbox before it answers: if not, the first
+    acks are dropped and the messages come back after ack_wait."""
+    plan = make_plan()
+    async with running(plan, nats_url) as (server, _):
+        client = await StanClient.connect(nats_url, plan.cluster_id, "c")
+        await _publish_n(client, "foo", 3)
+        acks_conn = server.acks_conn
+        loop = asyncio.get_running_loop()
+        scheduled = acks_conn._scheduled_flush
+        acks_conn._scheduled_flush = lambda: loop.call_later(0.5, scheduled)  # type: ignore[method-assign]
+        sub = await client.subscribe("foo", start=pb.First, ack_wait=1)
+        assert [m.sequence for m in await sub.collect(3)] == [1, 2, 3]
+        await sub.assert_nothing(1.5)
+        channel = server.channels.channels["foo"]
+        assert all(not s.pending for s in channel.plain)
+        await client.close()
