@@ -35,8 +35,27 @@ NATS server's options live at the top level of the NATS configuration file.
 Check a configuration with `stanpkg validate FILE`; see `docs/validate.md`.
 """
 
+# What each driver's `source` is (the MySQL form is plan/sql_source.py's parser).
+SQL_SOURCES = """\
+`source` by driver:
+
+- `postgres`: a libpq connection string or URI: `host=db port=5432 dbname=nss user=nss
+  password=...`, `postgres://nss:...@db:5432/nss`.
+- `mysql` (also MariaDB): the Go driver's DSN
+  `[user[:password]@][net[(addr)]]/dbname[?param=value&...]`, e.g.
+  `nss:secret@tcp(db:3306)/nss_db?timeout=5s`. `net` is `tcp` (the default; without an
+  address `127.0.0.1:3306`), `tcp6` or `unix` (default `/tmp/mysql.sock`). The last `/`
+  starts the database name and the last `@` before it ends the credentials, so a password
+  may contain `@`, `:` and `/`; write a `/` in a parameter value as `%2F`. Parameter
+  values are URL-decoded; stanpkg uses `charset`, `timeout`, `readTimeout`,
+  `writeTimeout` and `tls` (`true`, `skip-verify`, `preferred`) and ignores the others.
+- `sqlite`: a file path (its directory must exist), a `file:` URI, or `:memory:`.
+"""
+
 
 def _default(opt: Option) -> str:
+    if opt.default_doc:
+        return opt.default_doc
     value = opt.default
     if opt.secret:
         return "(none)"
@@ -62,7 +81,7 @@ def _cell(items: tuple[str, ...]) -> str:
 
 
 def _row(opt: Option) -> str:
-    notes = opt.help
+    notes = opt.doc or opt.help
     if opt.choices:
         notes += f" One of: {', '.join(opt.choices)}."
     if opt.env:
@@ -90,6 +109,8 @@ def configuration_markdown() -> str:
                 'limits marked "Also per channel". An absent limit is inherited from the '
                 "closest wider entry (or the global value); `0` means unlimited.\n"
             )
+        if section == "sql_options":
+            parts.append(SQL_SOURCES)
         parts.append("| option | config keys | flags | type | default | description |")
         parts.append("|---|---|---|---|---|---|")
         parts += [_row(o) for o in OPTIONS if o.section == section]

@@ -78,6 +78,11 @@ class Option:
     per_channel: bool = False  # also a key of per-channel limit maps
     file_path: bool = False  # names a file that must exist and be readable
     metavar: str = ""
+    # Where ``help`` (the reference's usage text, kept for --help) is wrong for stanpkg:
+    # the description docs/configuration.md shows instead, and the default in words when
+    # the literal default stands for a choice made at run time.
+    doc: str = ""
+    default_doc: str = ""
 
     @property
     def section(self) -> str:
@@ -242,6 +247,8 @@ OPTIONS: tuple[Option, ...] = (
         "Specify if server should use encryption at rest",
         keys=("encrypt",),
         flags=("--encrypt",),
+        doc="Encrypt message payloads at rest, with every store type (MEMORY, FILE, SQL). "
+        "Messages stored before it was turned on are still served. See docs/running.md.",
     ),
     Option(
         "encryption_cipher",
@@ -252,6 +259,10 @@ OPTIONS: tuple[Option, ...] = (
         keys=("encryption_cipher",),
         flags=("--encryption_cipher",),
         choices=("AES", "CHACHA"),
+        doc="Cipher for encryption at rest (case-insensitive); `stanpkg plan` shows the one "
+        "in use.",
+        # plan/encryption.py (default_cipher_name) implements this rule.
+        default_doc="by machine architecture, AES on x86 (amd64, 386), CHACHA elsewhere",
     ),
     Option(
         "encryption_key",
