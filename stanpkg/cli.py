@@ -157,7 +157,7 @@ def check_embedded_nats(plan: Plan) -> list[Diagnostic]:
     real nats-server (``nats-server -t``), so a typo there fails review, not the start."""
     if not plan.embedded_nats or not plan.nats_server.passthrough:
         return []
-    from stanpkg.server.main import embedded_config
+    from stanpkg.node import embedded_config
     from stanpkg.transport.embedded import NatsServerNotFoundError, check_config
     from stanpkg.transport.natsconf import render_config
 
@@ -212,7 +212,7 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
         print(f"nats-streaming-server (stanpkg) version {__version__}")
         return EXIT_OK
     if flags is not None and flags.signal:
-        from stanpkg.server.main import send_signal
+        from stanpkg.control import send_signal
 
         return int(send_signal(flags.signal))
     if result.usage_error:
@@ -220,7 +220,7 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
     _print_diagnostics(result.diagnostics, strict=False)
     if result.plan is None:
         return EXIT_INVALID
-    from stanpkg.server.main import run
+    from stanpkg.node import run
 
     return int(run(result.plan))
 

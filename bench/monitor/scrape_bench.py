@@ -34,15 +34,17 @@ from typing import Any
 from stanpkg.monitor import metrics
 from stanpkg.monitor.pacing import gc_paused, release
 from stanpkg.monitor.service import MonitorConfig, MonitorServer
+from stanpkg.node import GO_VERSION, VERSION
 from stanpkg.plan.compile import compile_args
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
-from stanpkg.server.main import GO_VERSION, VERSION
+from stanpkg.server.modes import mode_for
 from stanpkg.server.server import StreamingServer
 from stanpkg.server.views import ServerView
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.embedded import EmbeddedNatsConfig, EmbeddedNatsServer
+from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.nuid import Nuid
 
 CLUSTER_ID = "scrape-bench"
@@ -211,8 +213,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     plan = compile_args(["-cid", CLUSTER_ID, "-mc", "0", "-msu", "0"], env={}).plan
     assert plan is not None
     log = Logger(logtime=True)
-    server = StreamingServer(plan, MemoryStore(plan.store_limits, log), log)
-    await server.start(nats.client_url)
+    server = StreamingServer(plan, MemoryStore(plan.store_limits, log), log, mode=mode_for(plan))
+    await server.start(NatsEndpoint(nats.client_url))
     client = await NatsConnection.connect(nats.client_url, name="bench")
     results: dict[str, Any] = {"channels": args.channels, "subscriptions": args.subs}
     try:
@@ -220,7 +222,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await populate(client, args.channels, args.subs, args.clients)
         results["populate_seconds"] = round(time.perf_counter() - start, 1)
         monitor = MonitorServer(
-            server, MonitorConfig("127.0.0.1", 0), version=VERSION, go_version=GO_VERSION, log=log
+            ServerView(server),
+            MonitorConfig("127.0.0.1", 0),
+            version=VERSION,
+            go_version=GO_VERSION,
+            log=log,
         )
         await monitor.start()
         view = ServerView(server)

@@ -1,6 +1,6 @@
 """Streaming-server benchmark, after the reference's ``stan-bench``.
 
-Starts ``stanpkg.server.main.run`` in a child process (embedded nats-server, MEMORY
+Starts ``stanpkg.node.run`` in a child process (embedded nats-server, MEMORY
 store), then measures from a client built on the fast ``stanpkg.transport`` connection:
 
 * ``async``: 1 publisher (async publish, up to 16384 PubAcks outstanding, like the Go
@@ -46,7 +46,7 @@ def start_server(port: int, cluster_id: str, extra: list[str]) -> subprocess.Pop
     code = (
         "import sys\n"
         "from stanpkg.plan.compile import compile_args\n"
-        "from stanpkg.server.main import run\n"
+        "from stanpkg.node import run\n"
         "sys.exit(run(compile_args(sys.argv[1:], env={}).plan))\n"
     )
     argv = [

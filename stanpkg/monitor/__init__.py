@@ -1,7 +1,7 @@
 """Monitoring: the reference's ``/streaming/*`` endpoints, ``/metrics`` for Prometheus,
 and the embedded nats-server's own endpoints, on the ``-m``/``-ms`` port.
 
-* ``service`` — the HTTP(S) listener (``MonitorServer``), started by ``server.main``;
+* ``service`` — the HTTP(S) listener (``MonitorServer``), started by ``stanpkg.node``;
 * ``routes`` — request handlers; ``proxy`` — NATS endpoints forwarded to nats-server;
 * ``documents`` — the JSON documents; ``gojson`` — Go's JSON/time/Atoi details;
 * ``metrics`` — the Prometheus exposition (prometheus-nats-exporter names and labels);

@@ -3,8 +3,8 @@ streaming server, serving :mod:`routes` with aiohttp.
 
 It is bound before the embedded nats-server starts, so the port (possibly a random one)
 is known when nats-server prints its "Starting http monitor on …" line, which the
-process rewrites to name this listener, in the same place of the startup log as the
-reference's.
+node (:mod:`stanpkg.node`) rewrites to name this listener, in the same place of the
+startup log as the reference's.
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from stanpkg.conf import ConfError, Kind, parse_string
 from stanpkg.monitor.proxy import NatsMonitorProxy
 from stanpkg.monitor.routes import MonitorApp
 from stanpkg.server.errors import StartupError
-from stanpkg.server.views import ServerView
 
 if TYPE_CHECKING:
     from stanpkg.plan.model import Plan
     from stanpkg.server.log import Logger
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.views import ServerView
 
 __all__ = ["MonitorConfig", "MonitorServer", "monitor_config"]
 
@@ -59,32 +57,11 @@ def monitor_config(plan: Plan) -> MonitorConfig | None:
     host = ns.http_host or ns.host or "0.0.0.0"
     if ns.http_port:
         return MonitorConfig(host, ns.http_port)
-    cert, key = ns.tls_cert, ns.tls_key
-    if not (cert and key):
-        cert, key = _nats_tls_files(ns.passthrough)
+    # The plan resolved the certificate (the -tls* options, else the NATS tls {} block).
+    cert, key = ns.monitor_tls_cert, ns.monitor_tls_key
     if not (cert and key):
         raise StartupError("TLS cert and key required for HTTPS")
     return MonitorConfig(host, ns.https_port, cert, key)
-
-
-def _nats_tls_files(nats_config: str) -> tuple[str, str]:
-    """``cert_file``/``key_file`` of the NATS configuration's ``tls {}`` block (passed
-    through to nats-server as text): HTTPS monitoring uses the server certificate, as
-    nats-server does."""
-    if "tls" not in nats_config:
-        return "", ""
-    try:
-        entry = parse_string(nats_config, "nats.conf", env={}).get("tls", casefold=True)
-    except ConfError:
-        return "", ""
-    if entry is None or entry.node.kind is not Kind.MAP:
-        return "", ""
-    files = []
-    for key in ("cert_file", "key_file"):
-        found = entry.node.get(key, casefold=True)
-        value = found.node.value if found is not None else ""
-        files.append(value if isinstance(value, str) else "")
-    return files[0], files[1]
 
 
 def _join_host_port(host: str, port: int) -> str:
@@ -110,7 +87,7 @@ class MonitorServer:
 
     def __init__(
         self,
-        server: StreamingServer,
+        view: ServerView,
         config: MonitorConfig,
         *,
         version: str,
@@ -124,7 +101,7 @@ class MonitorServer:
         # server.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stan-monitor")
         self._app = MonitorApp(
-            ServerView(server),
+            view,
             version=version,
             go_version=go_version,
             executor=self._executor,

@@ -279,6 +279,22 @@ def _collect_address(entry: MapEntry, out: Collected, port_option: str) -> None:
     )
 
 
+def nats_tls_files(entries: list[MapEntry]) -> tuple[str, str]:
+    """``cert_file`` and ``key_file`` of the NATS configuration's ``tls {}`` block
+    (passed through to nats-server): HTTPS monitoring falls back to the server
+    certificate, as nats-server does."""
+    found = [e for e in entries if e.key.lower() == "tls" and e.node.kind is NodeKind.MAP]
+    if not found:
+        return "", ""
+    block = found[-1].node
+    files = []
+    for key in ("cert_file", "key_file"):
+        entry = block.get(key, casefold=True)
+        value = entry.node.value if entry is not None else ""
+        files.append(value if isinstance(value, str) else "")
+    return files[0], files[1]
+
+
 def render_passthrough(entries: list[MapEntry], pos: Position) -> str:
     if not entries:
         return ""

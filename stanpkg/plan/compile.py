@@ -18,7 +18,13 @@ from typing import Any
 
 from stanpkg.conf import ConfError, Node, Position, gc_paused, parse_file
 from stanpkg.conf import Kind as NodeKind
-from stanpkg.plan.collect import Collected, collect_nats, collect_streaming, render_passthrough
+from stanpkg.plan.collect import (
+    Collected,
+    collect_nats,
+    collect_streaming,
+    nats_tls_files,
+    render_passthrough,
+)
 from stanpkg.plan.context import Context, Path, dotted, option_for
 from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
 from stanpkg.plan.encryption import resolve_cipher_name
@@ -139,7 +145,9 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
     if has_errors(diagnostics):
         return Compilation(None, diagnostics, flags=flags)
     passthrough = render_passthrough(collected.passthrough, Position(nats_file, 1, 1))
-    plan = build_plan(ctx, streaming_file, nats_file, passthrough)
+    plan = build_plan(
+        ctx, streaming_file, nats_file, passthrough, nats_tls_files(collected.passthrough)
+    )
     return Compilation(plan, diagnostics, flags=flags)
 
 
@@ -289,9 +297,24 @@ def _cluster(ctx: Context) -> ClusterOptions:
     return result
 
 
-def build_plan(ctx: Context, streaming_file: str, nats_file: str, passthrough: str) -> Plan:
+def build_plan(
+    ctx: Context,
+    streaming_file: str,
+    nats_file: str,
+    passthrough: str,
+    nats_tls: tuple[str, str],
+) -> Plan:
+    cert, key = (str(ctx.value(("nats_server", k)) or "") for k in ("tls_cert", "tls_key"))
+    if not (cert and key):
+        cert, key = nats_tls
     nats: NatsServerOptions = _section(
-        ctx, NatsServerOptions, "nats_server", passthrough=passthrough, config_file=nats_file
+        ctx,
+        NatsServerOptions,
+        "nats_server",
+        passthrough=passthrough,
+        config_file=nats_file,
+        monitor_tls_cert=cert,
+        monitor_tls_key=key,
     )
     plan: Plan = _section(
         ctx,

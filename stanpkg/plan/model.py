@@ -154,6 +154,9 @@ class NatsServerOptions:
     # leafnodes, ...), rendered back to NATS config text for the embedded server.
     passthrough: str = ""
     config_file: str = ""  # the file the NATS options were read from (for the log)
+    # HTTPS monitoring's certificate: the -tls* options, else the NATS tls {} block's.
+    monitor_tls_cert: str = ""
+    monitor_tls_key: str = ""
 
 
 @dataclass(frozen=True)

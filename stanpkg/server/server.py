@@ -11,24 +11,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import ssl
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf.message import DecodeError
-
 from stanpkg.plan.limits import render_store_limits
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import recovery
 from stanpkg.server.channels import Channel, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.connect import ConnectionRequests
 from stanpkg.server.delivery import Delivery
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
-from stanpkg.server.fault_tolerance import FaultTolerance, ft_subject
 from stanpkg.server.heartbeats import Heartbeats
+from stanpkg.server.modes.base import ServingMode
 from stanpkg.server.partitioning import Partitions
 from stanpkg.server.publish import PublishPipeline
 from stanpkg.server.serial import SerialExecutor
@@ -37,6 +33,7 @@ from stanpkg.server.subscriptions import Subscription
 from stanpkg.server.unsubscribe import Removals
 from stanpkg.stores.base import ServerInfo, Store, StoreError
 from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import Nuid
 
@@ -46,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamingServer", "fresh_server_info"]
 
-PROBE_TIMEOUT = 0.25  # standalone probe for another server with our cluster ID
 RECONNECT_WAIT = 0.25
 STOP_FLUSH_TIMEOUT = 5.0
 STOP_DRAIN_TIMEOUT = 10.0
@@ -64,6 +60,7 @@ class StreamingServer:
         store: Store,
         log: Logger,
         *,
+        mode: ServingMode,
         server_id: str = "",
         on_fatal: Callable[[str], None] | None = None,
         on_standby: Callable[[], None] | None = None,
@@ -71,6 +68,7 @@ class StreamingServer:
         self.plan = plan
         self.store = store
         self.log = log
+        self.mode = mode
         self._nuid = Nuid()
         self.server_id = server_id or self._nuid.next()
         self.on_fatal = on_fatal
@@ -81,7 +79,6 @@ class StreamingServer:
         self.info = fresh_server_info(plan)
         self.clients = ClientRegistry()
         self.partitions: Partitions | None = None
-        self.fault_tolerance: FaultTolerance | None = None
         self.control = SerialExecutor(log)
         self.heartbeats = Heartbeats(self)
         self.connections = ConnectionRequests(self)
@@ -106,20 +103,12 @@ class StreamingServer:
     @property
     def state(self) -> str:
         """The reference's server state names, as monitoring reports them."""
-        if self._stopping:
-            return "SHUTDOWN"
-        if self.plan.cluster.clustered:
-            return "CLUSTERED"
-        if self.plan.ft_group:
-            return "FT_STANDBY" if self.standing_by else "FT_ACTIVE"
-        return "STANDALONE"
+        return "SHUTDOWN" if self._stopping else self.mode.state_name
 
     @property
     def standing_by(self) -> bool:
-        """A fault-tolerant server that does not hold the store lock (yet)."""
-        return bool(self.plan.ft_group) and not (
-            self.fault_tolerance is not None and self.fault_tolerance.active
-        )
+        """Running but not serving yet (a fault-tolerant standby)."""
+        return self.mode.standing_by
 
     @property
     def ping_subject(self) -> str:
@@ -130,34 +119,12 @@ class StreamingServer:
 
     # -- starting ---------------------------------------------------------------------
 
-    async def start(
-        self,
-        url: str,
-        *,
-        user: str = "",
-        password: str = "",
-        token: str = "",
-        credentials: str = "",
-        nkey_seed_file: str = "",
-        tls: ssl.SSLContext | None = None,
-        tls_required: bool = False,
-        tls_hostname: str = "",
-    ) -> None:
+    async def start(self, endpoint: NatsEndpoint) -> None:
         """Connect, recover, listen, and log the startup lines from "Recovering the
         state..." to "Streaming Server is ready". Raises :class:`StartupError`."""
         self.loop = asyncio.get_running_loop()
         plan = self.plan
-        if plan.cluster.clustered:
-            raise StartupError(f"{plan.mode.value} mode is not supported by this server yet")
         options: dict[str, Any] = dict(
-            user=user,
-            password=password,
-            token=token,
-            credentials=credentials,
-            nkey_seed_file=nkey_seed_file,
-            tls=tls,
-            tls_required=tls_required,
-            tls_hostname=tls_hostname,
             max_reconnect=RECONNECT_ATTEMPTS,
             reconnect_wait=RECONNECT_WAIT,
             on_disconnected=self._on_disconnected,
@@ -167,16 +134,15 @@ class StreamingServer:
         )
         general: dict[str, Any] = dict(on_discovered_servers=self._on_discovered_servers)
         try:
-            self.conn = await NatsConnection.connect(
-                url, name=f"_NSS-{plan.cluster_id}-general", **options, **general
+            self.conn = await NatsConnection.open(
+                endpoint, name=f"_NSS-{plan.cluster_id}-general", **options, **general
             )
-            self.acks_conn = await NatsConnection.connect(
-                url, name=f"_NSS-{plan.cluster_id}-acks", **options
+            self.acks_conn = await NatsConnection.open(
+                endpoint, name=f"_NSS-{plan.cluster_id}-acks", **options
             )
         except (NatsError, OSError) as exc:
             raise StartupError(str(exc) or type(exc).__name__) from exc
-        if plan.ft_group:
-            await self._stand_by()
+        await self.mode.before_recovery(self)
         self.delivery = Delivery(self.loop, self.conn.publish, self.log)
         self.channels = ChannelRegistry(
             self.store, self.loop, self.publisher.request_deletion, self._channel_created
@@ -189,8 +155,7 @@ class StreamingServer:
             self.partitions.listen()
             await self.partitions.exchange()
         self._recover()
-        if self.partitions is None and not plan.ft_group:
-            await self._probe_for_twin()
+        await self.mode.before_listening(self)
         self.control.start()
         self.publisher.start()
         self._listen()
@@ -208,31 +173,6 @@ class StreamingServer:
         # Everything recovered lives as long as the server: keep it out of the cyclic
         # collector's full passes (with 100k subscriptions each pass stalled the loop ~1 s).
         gc.freeze()
-
-    async def _stand_by(self) -> None:
-        """Fault-tolerant mode: returns once this server is the active one of its group
-        (internal-protocol.md §3.3); the store is not read before."""
-        plan, log = self.plan, self.log
-        log.notice("Starting in standby mode")
-        ft = self.fault_tolerance = FaultTolerance(
-            subject=ft_subject(plan.cluster_id, plan.ft_group),
-            server_id=self.server_id,
-            store=self.store,
-            log=log,
-            on_fatal=self.fatal,
-        )
-        # The acks connection: the publish flood on ``conn`` never delays a rival's
-        # heartbeat.
-        ft.listen(self.acks_conn)
-        await self.acks_conn.flush()
-        if self.on_standby is not None:
-            self.on_standby()
-        try:
-            await ft.wait_until_active(self.fatal)
-        except StoreError as exc:
-            raise StartupError(str(exc)) from exc
-        log.notice("Server is active")
-        ft.start_heartbeats(self.conn.publish)
 
     def _recover(self) -> None:
         log = self.log
@@ -257,30 +197,6 @@ class StreamingServer:
         self.info = info
         self._recovered = recovery.rebuild(self, state)
         log.notice(f"Recovered {len(state.channels)} channel(s)")
-
-    async def _probe_for_twin(self) -> None:
-        """protocol.md §14: refuse to run beside another server with our cluster ID."""
-        cid = self.plan.cluster_id
-        req = pb.ConnectRequest(clientID=cid, heartbeatInbox=self.new_inbox())
-        try:
-            raw = await self.conn.request(
-                self.info.discovery, req.SerializeToString(), PROBE_TIMEOUT
-            )
-        except (NatsError, TimeoutError):
-            self.log.debug("Did not detect another server instance")
-            return
-        try:
-            resp = pb.ConnectResponse.FromString(raw)
-        except DecodeError as exc:
-            raise StartupError(
-                f"unmarshall error while detecting another server instance: {exc}"
-            ) from exc
-        if resp.closeRequests:
-            close = pb.CloseRequest(clientID=cid).SerializeToString()
-            with contextlib.suppress(NatsError):
-                self.conn.publish(resp.closeRequests, close)
-                await self.conn.flush()
-        raise StartupError(f'discovered another streaming server with cluster ID "{cid}"')
 
     def _listen(self) -> None:
         info, conn = self.info, self.conn
@@ -399,8 +315,7 @@ class StreamingServer:
             for sid in self._sids:
                 conn.unsubscribe(sid)
         self._sids.clear()
-        if self.fault_tolerance is not None:
-            await self.fault_tolerance.stop()
+        await self.mode.stop()
         if self.partitions is not None:
             self.partitions.stop()
         await self.connections.close()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stanpkg.transport.auth import Credentials
+from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import (
     BadSubjectError,
     ConnectionClosedError,
@@ -178,6 +179,23 @@ class NatsConnection:
         conn = cls(ServerPool(parse_urls(url)), settings, policy)
         await conn._connect_first()
         return conn
+
+    @classmethod
+    async def open(cls, endpoint: NatsEndpoint, **options: Any) -> NatsConnection:
+        """:meth:`connect` to ``endpoint``; ``options`` are the other keywords of
+        :meth:`connect` (name, callbacks, reconnect policy)."""
+        return await cls.connect(
+            endpoint.url,
+            user=endpoint.user,
+            password=endpoint.password,
+            token=endpoint.token,
+            credentials=endpoint.credentials,
+            nkey_seed_file=endpoint.nkey_seed_file,
+            tls=endpoint.tls,
+            tls_required=endpoint.tls_required,
+            tls_hostname=endpoint.tls_hostname,
+            **options,
+        )
 
     async def _connect_first(self) -> None:
         error: Exception | None = None

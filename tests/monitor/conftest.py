@@ -23,9 +23,10 @@ import aiohttp
 import pytest
 
 from stanpkg.monitor.service import MonitorConfig, MonitorServer
+from stanpkg.node import GO_VERSION, VERSION
 from stanpkg.plan.model import Plan
-from stanpkg.server.main import GO_VERSION, VERSION
 from stanpkg.server.server import StreamingServer
+from stanpkg.server.views import ServerView
 from tests.server.conftest import (  # noqa: F401 - fixtures and the async-test hook
     ROOT,
     nats_url,
@@ -39,7 +40,7 @@ T = TypeVar("T")
 RUNNER = (
     "import sys\n"
     "from stanpkg.plan.compile import compile_args\n"
-    "from stanpkg.server.main import run\n"
+    "from stanpkg.node import run\n"
     "sys.exit(run(compile_args(sys.argv[1:], env={}).plan))\n"
 )
 _MONITOR_LINE = re.compile(r"\[INF\] Starting (https?) monitor on (\S+):(\d+)$")
@@ -194,7 +195,7 @@ async def monitored(plan: Plan, url: str) -> AsyncIterator[tuple[StreamingServer
     yields the server and the monitor's base URL."""
     async with running(plan, url) as (server, _log):
         monitor = MonitorServer(
-            server,
+            ServerView(server),
             MonitorConfig("127.0.0.1", 0),
             version=VERSION,
             go_version=GO_VERSION,

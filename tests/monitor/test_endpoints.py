@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stanpkg.monitor.gojson import go_json
-from stanpkg.server.main import GO_VERSION, VERSION
+from stanpkg.node import GO_VERSION, VERSION
 from tests.monitor.conftest import Reply, ScenarioRun
 from tests.monitor.scenario import AUDIT, EMPTY, ORDERS
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from stanpkg.monitor.service import MonitorConfig, MonitorServer, monitor_config
+from stanpkg.node import GO_VERSION, VERSION
 from stanpkg.server.errors import StartupError
-from stanpkg.server.main import GO_VERSION, VERSION
+from stanpkg.server.views import ServerView
 from tests.monitor.conftest import MonitoredProcess, http_request
 from tests.server.conftest import make_plan, running
 from tests.transport.certs import make_certs
@@ -127,7 +128,7 @@ async def test_bad_certificate_is_a_startup_error(nats_url: str, tmp_path: Path)
     missing = str(tmp_path / "missing.pem")
     async with running(make_plan(), nats_url) as (server, _log):
         monitor = MonitorServer(
-            server,
+            ServerView(server),
             MonitorConfig("127.0.0.1", 0, missing, missing),
             version=VERSION,
             go_version=GO_VERSION,

@@ -27,10 +27,12 @@ import pytest
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
 from stanpkg.server.log import Logger
+from stanpkg.server.modes import mode_for
 from stanpkg.server.server import StreamingServer
 from stanpkg.stores.base import Store
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport import find_nats_server_binary
+from stanpkg.transport.endpoint import NatsEndpoint
 
 ASYNC_TEST_TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +117,8 @@ async def running(
     capture = LogCapture()
     log = Logger(stream=capture, debug=debug, trace=False)
     store = store or MemoryStore(plan.store_limits, log)
-    server = StreamingServer(plan, store, log)
-    await server.start(url)
+    server = StreamingServer(plan, store, log, mode=mode_for(plan))
+    await server.start(NatsEndpoint(url))
     try:
         yield server, capture
     finally:

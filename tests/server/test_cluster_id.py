@@ -16,10 +16,12 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
+from stanpkg.server.modes import mode_for
 from stanpkg.server.partitioning import decode_channel_list, encode_channel_lists
 from stanpkg.server.server import StreamingServer
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.embedded import find_nats_server_binary
+from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id, running
 from tests.server.stan_client import StanClient, nats_flush
 from tests.transport.conftest import free_port
@@ -162,8 +164,8 @@ async def test_conflict_found_when_nats_servers_join_later(tmp_path: Path) -> No
             def on_fatal(reason: str, name: str = name) -> None:
                 fatal.setdefault(name, reason)
 
-            server = StreamingServer(plan, store, log, on_fatal=on_fatal)  # type: ignore[arg-type]
-            await server.start(f"nats://127.0.0.1:{ports[name]}")
+            server = StreamingServer(plan, store, log, mode=mode_for(plan), on_fatal=on_fatal)  # type: ignore[arg-type]
+            await server.start(NatsEndpoint(f"nats://127.0.0.1:{ports[name]}"))
             servers.append(server)
         assert fatal == {}  # the two NATS servers do not know each other yet
         nats_conf("a", routes=f"routes: [nats-route://127.0.0.1:{ports['route_b']}]")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.server.main import send_signal
+from stanpkg.control import send_signal
 from stanpkg.server.sd_notify import notify
 from tests.server.conftest import ROOT, new_cluster_id
 from tests.server.stan_client import StanClient
@@ -22,7 +22,7 @@ from tests.server.stan_client import StanClient
 RUNNER = (
     "import sys\n"
     "from stanpkg.plan.compile import compile_args\n"
-    "from stanpkg.server.main import run\n"
+    "from stanpkg.node import run\n"
     "sys.exit(run(compile_args(sys.argv[1:], env={}).plan))\n"
 )
 LINE = re.compile(r"^\[(\d+)\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} \[([A-Z]{3})\] (.*)$")
@@ -258,7 +258,7 @@ async def test_fatal_when_connection_to_nats_is_lost_for_good(
 
 
 def test_sl_names_a_windows_service_only_on_windows(tmp_path: Path) -> None:
-    from stanpkg.server.main import windows_service_target
+    from stanpkg.control import windows_service_target
 
     pid_file = tmp_path / "stan.pid"
     pid_file.write_text("123")

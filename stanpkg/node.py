@@ -1,5 +1,10 @@
-"""The server process: ``run(plan)`` for ``stanpkg run`` / ``nats-streaming-server``, and
-``send_signal(command)`` for ``-sl``.
+"""One node of the streaming service, assembled from the plan: ``run(plan)`` for
+``stanpkg run`` / ``nats-streaming-server``.
+
+This is the only module that knows every part: it builds the store, the NATS
+connection settings, the embedded nats-server, the streaming server and the monitor,
+and owns the process around them (signals, pid file, systemd notifications). The parts
+below it know nothing of each other beyond their interfaces.
 
 Startup follows the reference's log order (defaults.md §10): banner lines, store
 creation, the embedded NATS server (its lines re-emitted through our logger), then
@@ -14,7 +19,6 @@ import contextlib
 import os
 import platform
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +26,19 @@ from stanpkg.monitor.service import MonitorServer, monitor_config
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
+from stanpkg.server.modes import mode_for
 from stanpkg.server.sd_notify import notify
 from stanpkg.server.server import StreamingServer
+from stanpkg.server.views import ServerView
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.factory import create_store
 from stanpkg.transport.embedded import EmbeddedNatsConfig, EmbeddedNatsServer
+from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 from stanpkg.transport.tls import tls_context_from_options
 
-__all__ = ["VERSION", "embedded_config", "run", "send_signal"]
+__all__ = ["GO_VERSION", "VERSION", "embedded_config", "nats_endpoint", "run"]
 
 VERSION = "0.25.6"  # the reference release whose behaviour is implemented
 GO_VERSION = f"python{platform.python_version()}"  # what the reference calls its Go version
@@ -57,7 +64,7 @@ def run(plan: Plan) -> int:
     )
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
-            return runner.run(_Process(plan, log).run())
+            return runner.run(_Node(plan, log).run())
     finally:
         log.close()
 
@@ -87,7 +94,24 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
     )
 
 
-class _Process:
+def nats_endpoint(plan: Plan, url: str) -> NatsEndpoint:
+    """How the server connects to the NATS server at ``url``: the NATS server's own user
+    (when embedded with authorization) else the streaming server's credentials."""
+    ns = plan.nats_server
+    return NatsEndpoint(
+        url,
+        user=ns.user or plan.username,
+        password=ns.password.reveal() or plan.password.reveal(),
+        token=ns.token.reveal() or plan.token.reveal(),
+        credentials=plan.credentials,
+        nkey_seed_file=plan.nkey_seed_file,
+        tls=tls_context_from_options(plan.tls, secure=plan.secure),
+        tls_required=plan.secure,
+        tls_hostname=plan.tls.server_name,
+    )
+
+
+class _Node:
     def __init__(self, plan: Plan, log: Logger) -> None:
         self.plan = plan
         self.log = log
@@ -137,6 +161,7 @@ class _Process:
             plan,
             store,
             log,
+            mode=mode_for(plan),
             server_id=server_id,
             on_fatal=self._fatal,
             # A standby is a healthy service too: systemd's start job must not wait for
@@ -146,7 +171,11 @@ class _Process:
         monitoring = monitor_config(plan)
         if monitoring is not None:
             self.monitor = MonitorServer(
-                self.server, monitoring, version=VERSION, go_version=GO_VERSION, log=log
+                ServerView(self.server),
+                monitoring,
+                version=VERSION,
+                go_version=GO_VERSION,
+                log=log,
             )
             await self.monitor.start()
         if plan.embedded_nats:
@@ -168,18 +197,7 @@ class _Process:
             log.warn(
                 "TLS certificate chain and hostname will not be verified. DO NOT USE IN PRODUCTION!"
             )
-        ns = plan.nats_server
-        await self.server.start(
-            url,
-            user=ns.user or plan.username,
-            password=ns.password.reveal() or plan.password.reveal(),
-            token=ns.token.reveal() or plan.token.reveal(),
-            credentials=plan.credentials,
-            nkey_seed_file=plan.nkey_seed_file,
-            tls=tls_context_from_options(plan.tls, secure=plan.secure),
-            tls_required=plan.secure,
-            tls_hostname=plan.tls.server_name,
-        )
+        await self.server.start(nats_endpoint(plan, url))
 
     @staticmethod
     def _standing_by() -> None:
@@ -236,100 +254,3 @@ class _Process:
         if pid_file:
             with contextlib.suppress(OSError):
                 os.unlink(pid_file)
-
-
-# -- -sl: signal a running server ---------------------------------------------------------
-
-_SIGNALS = {
-    "stop": signal.SIGKILL,
-    "quit": signal.SIGINT,
-    "term": signal.SIGTERM,
-    "reopen": signal.SIGUSR1,
-    "reload": signal.SIGHUP,
-    "ldm": signal.SIGUSR2,
-}
-
-
-def _running_servers() -> list[int]:
-    """PIDs of other processes that look like a streaming server (Linux /proc)."""
-    found = []
-    me = os.getpid()
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            pid = int(entry.name)
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if pid == me or not argv:
-            continue
-        words = [os.path.basename(a.decode(errors="replace")) for a in argv if a]
-        if "nats-streaming-server" in words or ("stanpkg" in words and "run" in words):
-            found.append(pid)
-    return sorted(found)
-
-
-def _resolve_pid(target: str) -> int:
-    if target.isdigit():
-        return int(target)
-    try:
-        text = Path(target).read_text(encoding="ascii").strip()
-    except OSError as exc:
-        raise ValueError(f"unable to read pid file {target}: {exc.strerror}") from None
-    if not text.isdigit():
-        raise ValueError(f"invalid pid in pid file {target}: {text!r}")
-    return int(text)
-
-
-def windows_service_target(command: str, platform: str = sys.platform) -> str:
-    """On Windows ``-sl quit=<name>`` names a service (as nats-server's does), unless the
-    target is a PID or an existing pid file; "" when the command is not for a service."""
-    _, _, target = command.partition("=")
-    target = target.strip()
-    if platform != "win32" or not target or target.isdigit() or Path(target).is_file():
-        return ""
-    return target
-
-
-def _signal_windows_service(command: str) -> int:
-    try:
-        from stanpkg_winsvc import winservice  # installed by the Chocolatey package
-    except ImportError:
-        print("the Windows service tools (stanpkg_winsvc) are not installed", file=sys.stderr)
-        return 1
-    try:
-        winservice.send(command)
-    except Exception as exc:  # pywin32 reports service manager errors as its own types
-        print(f"unable to signal service: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def send_signal(command: str) -> int:
-    """``-sl quit|stop|term|reopen|reload|ldm[=<pid, pid file or Windows service>]``;
-    0 on success."""
-    if windows_service_target(command):
-        return _signal_windows_service(command)
-    name, _, target = command.partition("=")
-    sig = _SIGNALS.get(name.strip().lower())
-    if sig is None:
-        print(f'unknown signal "{name}"', file=sys.stderr)
-        return 1
-    try:
-        if target:
-            pid = _resolve_pid(target.strip())
-        else:
-            pids = _running_servers()
-            if not pids:
-                raise ValueError("no nats-streaming-server processes running")
-            if len(pids) > 1:
-                listed = "\n".join(str(p) for p in pids)
-                raise ValueError(f"multiple nats-streaming-server processes running:\n{listed}")
-            pid = pids[0]
-        os.kill(pid, sig)
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"unable to signal process {pid}: {exc.strerror}", file=sys.stderr)
-        return 1
-    return 0

@@ -1,0 +1,39 @@
+"""The interface every serving mode implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stanpkg.server.server import StreamingServer
+
+__all__ = ["ServingMode"]
+
+
+class ServingMode(ABC):
+    """Called by :meth:`StreamingServer.start` and :meth:`StreamingServer.stop` only.
+
+    Hooks run with the server's NATS connections open; they raise
+    :class:`~stanpkg.server.errors.StartupError` to refuse to start.
+    """
+
+    @property
+    @abstractmethod
+    def state_name(self) -> str:
+        """The reference's state name while running (monitoring's ``state``)."""
+
+    @property
+    def standing_by(self) -> bool:
+        """Running but not serving: the store is not read, clients are not answered."""
+        return False
+
+    # Hooks a mode may leave as they are: doing nothing is the standalone default.
+    async def before_recovery(self, server: StreamingServer) -> None:  # noqa: B027
+        """Returns when this server may read the store."""
+
+    async def before_listening(self, server: StreamingServer) -> None:  # noqa: B027
+        """Returns when this server, with its store recovered, may answer clients."""
+
+    async def stop(self) -> None:  # noqa: B027
+        """Stops what the mode runs beside the server (heartbeats, listeners)."""
