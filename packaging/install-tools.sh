@@ -16,7 +16,8 @@ need_debian_packages \
     rpm:"command -v rpmbuild"
 ensure_venv
 pip_quiet=(--quiet --disable-pip-version-check)
-.venv/bin/python -c 'import build' 2>/dev/null || .venv/bin/pip install "${pip_quiet[@]}" build
+# build.__main__, not build: the checkout's own build/ directory imports as a namespace package.
+.venv/bin/python -c 'import build.__main__' 2>/dev/null || .venv/bin/pip install "${pip_quiet[@]}" build
 
 if [ "$mode" = test ]; then
     # Checkers, and the container tooling of the slow tests (debootstrap + systemd-nspawn).
