@@ -12,6 +12,7 @@ from stanpkg.plan.options import (
     Kind,
     Option,
 )
+from stanpkg.plan.sql_source import NETWORKS
 from stanpkg.plan.units import friendly_bytes
 
 HEADER = """\
@@ -36,7 +37,8 @@ Check a configuration with `stanpkg validate FILE`; see `docs/validate.md`.
 """
 
 # What each driver's `source` is (the MySQL form is plan/sql_source.py's parser).
-SQL_SOURCES = """\
+_OTHER_NETWORKS = [f"`{n}`" for n in NETWORKS if n != "tcp"]
+SQL_SOURCES = f"""\
 `source` by driver:
 
 - `postgres`: a libpq connection string or URI: `host=db port=5432 dbname=nss user=nss
@@ -44,7 +46,8 @@ SQL_SOURCES = """\
 - `mysql` (also MariaDB): the Go driver's DSN
   `[user[:password]@][net[(addr)]]/dbname[?param=value&...]`, e.g.
   `nss:secret@tcp(db:3306)/nss_db?timeout=5s`. `net` is `tcp` (the default; without an
-  address `127.0.0.1:3306`), `tcp6` or `unix` (default `/tmp/mysql.sock`). The last `/`
+  address `127.0.0.1:3306`), {", ".join(_OTHER_NETWORKS[:-1])} or {_OTHER_NETWORKS[-1]}
+  (`unix` defaults to `/tmp/mysql.sock`). The last `/`
   starts the database name and the last `@` before it ends the credentials, so a password
   may contain `@`, `:` and `/`; write a `/` in a parameter value as `%2F`. Parameter
   values are URL-decoded; stanpkg uses `charset`, `timeout`, `readTimeout`,
@@ -81,7 +84,7 @@ def _cell(items: tuple[str, ...]) -> str:
 
 
 def _row(opt: Option) -> str:
-    notes = opt.doc or opt.help
+    notes = opt.description
     if opt.choices:
         notes += f" One of: {', '.join(opt.choices)}."
     if opt.env:

@@ -85,6 +85,11 @@ class Option:
     default_doc: str = ""
 
     @property
+    def description(self) -> str:
+        """What the docs and the schema say of the option."""
+        return self.doc or self.help
+
+    @property
     def section(self) -> str:
         return self.path.rpartition(".")[0]
 

@@ -17,7 +17,9 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def option_schema(opt: Option) -> dict[str, Any]:
-    prop: dict[str, Any] = {"description": opt.help}
+    prop: dict[str, Any] = {"description": opt.description}
+    if opt.default_doc:
+        prop["x-default"] = opt.default_doc  # the literal default stands for this rule
     match opt.kind:
         case Kind.INT | Kind.SIZE | Kind.DURATION:
             prop["type"] = "integer"

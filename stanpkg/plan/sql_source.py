@@ -16,6 +16,9 @@ _NO_SLASH = "invalid DSN: missing the slash separating the database name"
 _UNESCAPED = "invalid DSN: did you forget to escape a param value?"
 _NO_BRACE = "invalid DSN: network address not terminated (missing closing brace)"
 _DEFAULT_ADDRS = {"tcp": "127.0.0.1:3306", "unix": "/tmp/mysql.sock"}
+# The networks the driver dials. The Go driver accepts any name here and fails only when
+# it connects; refusing others in the plan lets `stanpkg validate` catch them.
+NETWORKS = ("tcp", "tcp4", "tcp6", "unix")
 
 
 class DsnError(ValueError):
@@ -63,4 +66,6 @@ def parse_mysql_dsn(dsn: str) -> MysqlDsn:
         if net not in _DEFAULT_ADDRS:
             raise DsnError(f"default addr for network '{net}' unknown")
         addr = _DEFAULT_ADDRS[net]
+    if net not in NETWORKS:
+        raise DsnError(f"unsupported network '{net}' (one of {', '.join(NETWORKS)})")
     return MysqlDsn(user, password, net, addr, dbname, params)

@@ -270,6 +270,8 @@ def test_config_examples_are_valid(example: Path) -> None:
         ("not a dsn", "invalid DSN: missing the slash separating the database name"),
         ("u:p@tcp(h)x/db", "invalid DSN: did you forget to escape a param value?"),
         ("u@bogus/db", "default addr for network 'bogus' unknown"),
+        ("u@bogus(h:1)/db", "unsupported network 'bogus' (one of tcp, tcp4, tcp6, unix)"),
+        ("u@tcp4(10.0.0.1:3306)/db", ""),
         ("u:p@ss:w@rd@tcp(db.example:3307)/nss", ""),  # what the driver connects with
     ],
 )

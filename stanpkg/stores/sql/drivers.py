@@ -166,10 +166,8 @@ def _mysql(source: str) -> Driver:
     }
     if dsn.net == "unix":
         kwargs["unix_socket"] = dsn.addr
-    elif dsn.net in ("tcp", "tcp6"):
+    else:  # parse_mysql_dsn admits only the TCP networks besides
         kwargs["host"], kwargs["port"] = _host_port(dsn.addr)
-    else:
-        raise StoreError(f"sql: unsupported network {dsn.net!r} in the MySQL DSN")
     tls = dsn.params.get("tls", "false").lower()
     if tls in ("true", "skip-verify", "preferred"):
         kwargs["ssl"] = {} if tls == "true" else {"check_hostname": False, "verify_mode": 0}

@@ -49,6 +49,7 @@ def test_mysql_dsn_forms(dsn: str, expected: MysqlDsn) -> None:
         ),
         ("u:p@tcp(h)x/db", "invalid DSN: did you forget to escape a param value?"),
         ("u@bogus/db", "default addr for network 'bogus' unknown"),
+        ("u@bogus(h:1)/db", "unsupported network 'bogus' (one of tcp, tcp4, tcp6, unix)"),
     ],
 )
 def test_mysql_dsn_errors_use_the_go_driver_wording(dsn: str, error: str) -> None:
