@@ -88,6 +88,7 @@ class StreamingServer:
         self._sids: list[int] = []
         self._recovered: list[Subscription] = []
         self._stopping = False
+        self._store_banner_logged = False
         self.ready = False
         # Set in start(): they need the running loop / the connection.
         self.loop: asyncio.AbstractEventLoop
@@ -142,6 +143,10 @@ class StreamingServer:
             )
         except (NatsError, OSError) as exc:
             raise StartupError(str(exc) or type(exc).__name__) from exc
+        try:
+            await self.store.connect(endpoint)
+        except StoreError as exc:
+            raise StartupError(str(exc)) from exc
         await self.mode.before_recovery(self)
         self.delivery = Delivery(self.loop, self.conn.publish, self.log)
         self.channels = ChannelRegistry(
@@ -154,14 +159,15 @@ class StreamingServer:
             self.partitions = Partitions(self, names)
             self.partitions.listen()
             await self.partitions.exchange()
-        self._recover()
+        self.recover_state()
         await self.mode.before_listening(self)
         self.control.start()
         self.publisher.start()
         self._listen()
         await self.conn.flush()
         await self.acks_conn.flush()
-        self._log_ready_banner()
+        self.log_store_banner()
+        self.log.notice("Streaming Server is ready")
         self.ready = True
         for client in list(self.clients.by_id.values()):
             self.heartbeats.start(client)
@@ -174,15 +180,20 @@ class StreamingServer:
         # collector's full passes (with 100k subscriptions each pass stalled the loop ~1 s).
         gc.freeze()
 
-    def _recover(self) -> None:
+    def recover_state(self, *, quiet: bool = False) -> None:
+        """Rebuild clients, channels and subscriptions from the store. Run once at start;
+        a mode whose store only now holds the state it serves (a clustered node promoted
+        to leader) runs it again, ``quiet``, before the server listens."""
         log = self.log
-        log.notice("Recovering the state...")
+        if not quiet:
+            log.notice("Recovering the state...")
         try:
             state = self.store.recover()
         except StoreError as exc:
             raise StartupError(f"unable to initialize the store: {exc}") from exc
         if state is None:
-            log.notice("No recovered state")
+            if not quiet:
+                log.notice("No recovered state")
             self.store.init(self.info)
             return
         info = state.info
@@ -195,8 +206,9 @@ class StreamingServer:
             info.sub_close = f"_STAN.subclose.{info.cluster_id}"
             self.store.init(info)
         self.info = info
-        self._recovered = recovery.rebuild(self, state)
-        log.notice(f"Recovered {len(state.channels)} channel(s)")
+        self._recovered.extend(recovery.rebuild(self, state))
+        if not quiet:
+            log.notice(f"Recovered {len(state.channels)} channel(s)")
 
     def _listen(self) -> None:
         info, conn = self.info, self.conn
@@ -236,14 +248,18 @@ class StreamingServer:
         with contextlib.suppress(NatsError, TimeoutError):
             await self.acks_conn.flush(2.0)
 
-    def _log_ready_banner(self) -> None:
+    def log_store_banner(self) -> None:
+        """The store and its limits, once: before "Streaming Server is ready", or earlier
+        when a mode waits after them (a clustered follower, as the reference)."""
+        if self._store_banner_logged:
+            return
+        self._store_banner_logged = True
         log, plan = self.log, self.plan
         log.notice(f"Message store is {plan.store_label}")
         if plan.dir:
             log.notice(f"Store location: {plan.dir}")
         for line in render_store_limits(plan.store_limits):
             log.notice(line)
-        log.notice("Streaming Server is ready")
 
     def _channel_created(self, channel: Channel) -> None:
         self.log.debug(f'Channel "{channel.name}" has been created')

@@ -166,8 +166,8 @@ class ServerView:
 
     @property
     def role(self) -> str:
-        """Raft role of a clustered node; empty otherwise (no clustering here yet)."""
-        return ""
+        """Role of a clustered node (Leader, Follower); empty otherwise."""
+        return self._server.mode.role
 
     @property
     def node_id(self) -> str:

@@ -32,9 +32,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from stanpkg.plan.limits import Limits, StoreLimits
+
+if TYPE_CHECKING:
+    from stanpkg.transport.endpoint import NatsEndpoint
 
 __all__ = [
     "FT_STORES_ONLY",
@@ -361,6 +364,10 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release everything."""
+
+    async def connect(self, endpoint: NatsEndpoint) -> None:  # noqa: B027 - most stores: nothing
+        """Called once the server's NATS connections are up, before recovery: a store
+        kept in NATS itself (the clustered store) connects here; others need nothing."""
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Fault-tolerant mode: one attempt to become the only server using this store;

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
@@ -37,6 +38,9 @@ from stanpkg.stores.crypto import (
     master_key_hash,
 )
 from stanpkg.stores.recent import RecentRecords
+
+if TYPE_CHECKING:
+    from stanpkg.transport.endpoint import NatsEndpoint
 
 __all__ = [
     "KEY_CHECK_MESSAGES",
@@ -280,6 +284,9 @@ class EncryptingStore(Store):
     def close(self) -> None:
         self._channels.clear()
         self.inner.close()
+
+    async def connect(self, endpoint: NatsEndpoint) -> None:
+        await self.inner.connect(endpoint)
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         return await self.inner.acquire_exclusive_lock(on_lost)

@@ -14,6 +14,9 @@ def create_store(plan: Plan, log: StoreLog) -> Store:
     as ``Failed to start: <text>``)."""
     from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 
+    if plan.cluster.clustered:
+        # The replicated (JetStream) store is being built; until then refuse, as before.
+        raise StoreError(f"{plan.mode.value} mode is not supported by this server yet")
     encryption = encryption_from_plan(plan)  # key and cipher problems before any I/O
     store = _create_plain_store(plan, log)
     if encryption is None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import Clustered, FaultTolerant, ServingMode, Standalone, mode_for
 from stanpkg.server.server import StreamingServer
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.factory import create_store
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan
@@ -70,10 +74,65 @@ async def test_the_server_calls_the_hooks_in_order(nats_url: str) -> None:
     ]
 
 
-async def test_clustered_mode_refuses_to_start_until_built(nats_url: str, tmp_path: Path) -> None:
+class _LeaseStore(MemoryStore):
+    """A memory store whose lock (the cluster's lease) is granted when the test says."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.granted = asyncio.Event()
+
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
+        await self.granted.wait()
+        return True
+
+
+async def test_clustered_node_logs_as_the_reference_and_serves_once_it_leads(
+    nats_url: str, tmp_path: Path
+) -> None:
+    plan = make_plan(
+        "-st",
+        "file",
+        "-dir",
+        str(tmp_path),
+        "-clustered",
+        "-cluster_node_id",
+        "a",
+        "-cluster_peers",
+        "b,c",
+        "-cluster_log_path",
+        "rl",
+    )
+    capture = LogCapture()
+    log = Logger(stream=capture, debug=False, trace=False)
+    store = _LeaseStore(plan.store_limits, log)
+    server = StreamingServer(plan, store, log, mode=mode_for(plan))
+    starting = asyncio.create_task(server.start(NatsEndpoint(nats_url)))
+    await asyncio.sleep(0.3)
+    assert not starting.done()
+    assert (server.state, server.mode.role, server.standing_by) == ("CLUSTERED", "Follower", True)
+    store.granted.set()
+    await starting
+    assert server.mode.role == "Leader" and not server.standing_by
+    await server.stop()
+    lines = [line.partition("STREAM: ")[2] for line in capture.lines()]
+    start = lines.index("Recovering the state...")
+    assert lines[start : start + 6] == [
+        "Recovering the state...",
+        "No recovered state",
+        "Cluster Node ID : a",
+        "Cluster Log Path: rl",
+        "Cluster known peers:",
+        'peer 1: "b"',
+    ]
+    assert lines[start + 7] == "Message store is RAFT_FILE"
+    promotion = lines.index("server became leader, performing leader promotion actions")
+    assert lines.index("----------------------------------") < promotion
+    assert lines[promotion + 1] == "finished leader promotion actions"
+    assert lines[promotion + 2] == "Streaming Server is ready"
+
+
+def test_the_clustered_store_is_not_built_yet(tmp_path: Path) -> None:
     plan = make_plan("-st", "file", "-dir", str(tmp_path), "-clustered", "-cluster_node_id", "a")
     log = Logger(stream=LogCapture(), debug=False, trace=False)
-    server = StreamingServer(plan, MemoryStore(plan.store_limits, log), log, mode=mode_for(plan))
-    with pytest.raises(StartupError, match="clustered mode is not supported by this server yet"):
-        await server.start(NatsEndpoint(nats_url))
-    await server.stop()
+    with pytest.raises(StoreError, match="clustered mode is not supported by this server yet"):
+        create_store(plan, log)

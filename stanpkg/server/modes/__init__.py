@@ -25,7 +25,8 @@ __all__ = ["Clustered", "FaultTolerant", "ServingMode", "Standalone", "mode_for"
 def mode_for(plan: Plan) -> ServingMode:
     """The mode the plan asks for."""
     if plan.cluster.clustered:
-        return Clustered(plan.mode.value)
+        cluster = plan.cluster
+        return Clustered(cluster.node_id, cluster.log_path, cluster.peers)
     if plan.ft_group:
         return FaultTolerant()
     # Partitioned servers share a cluster ID by design: no probe for a twin.

@@ -24,6 +24,12 @@ class ServingMode(ABC):
         """The reference's state name while running (monitoring's ``state``)."""
 
     @property
+    def role(self) -> str:
+        """The Raft-style role monitoring reports (``Leader``/``Follower``); "" when the
+        mode has none."""
+        return ""
+
+    @property
     def standing_by(self) -> bool:
         """Running but not serving: the store is not read, clients are not answered."""
         return False

@@ -1,4 +1,9 @@
-"""Clustered mode: a placeholder that refuses to start until it is built."""
+"""Clustered mode: every node of the cluster runs; the one holding the cluster's lease
+serves (the reference's Raft leader), the others stand by and take over when it lapses.
+
+The replicated state and the lease live in the store (the clustered store keeps both in
+JetStream): this mode only orders the node's start-up the way the reference logs it —
+cluster lines and the store limits first, then, once this node leads, the promotion."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from stanpkg.server.errors import StartupError
 from stanpkg.server.modes.base import ServingMode
+from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
     from stanpkg.server.server import StreamingServer
@@ -14,12 +20,40 @@ __all__ = ["Clustered"]
 
 
 class Clustered(ServingMode):
-    def __init__(self, mode_name: str) -> None:
-        self._mode_name = mode_name
+    def __init__(self, node_id: str, log_path: str, peers: tuple[str, ...]) -> None:
+        self.node_id = node_id
+        self.log_path = log_path
+        self.peers = peers
+        self._leading = False
 
     @property
     def state_name(self) -> str:
         return "CLUSTERED"
 
-    async def before_recovery(self, server: StreamingServer) -> None:
-        raise StartupError(f"{self._mode_name} mode is not supported by this server yet")
+    @property
+    def role(self) -> str:
+        return "Leader" if self._leading else "Follower"
+
+    @property
+    def standing_by(self) -> bool:
+        return not self._leading
+
+    async def before_listening(self, server: StreamingServer) -> None:
+        log = server.log
+        log.notice(f"Cluster Node ID : {self.node_id}")
+        log.notice(f"Cluster Log Path: {self.log_path}")
+        if self.peers:
+            log.notice("Cluster known peers:")
+            for number, peer in enumerate(self.peers, 1):
+                log.notice(f'peer {number}: "{peer}"')
+        server.log_store_banner()
+        try:
+            # Returns once this node holds the lease, with the store caught up on
+            # everything the previous leader had replicated.
+            await server.store.acquire_exclusive_lock(server.fatal)
+        except StoreError as exc:
+            raise StartupError(str(exc)) from exc
+        self._leading = True
+        log.notice("server became leader, performing leader promotion actions")
+        server.recover_state(quiet=True)
+        log.notice("finished leader promotion actions")
