@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import platform
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stanpkg.monitor.service import MonitorServer, monitor_config
+from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
 from stanpkg.server.log import Logger
@@ -38,7 +40,14 @@ from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 from stanpkg.transport.tls import tls_context_from_options
 
-__all__ = ["GO_VERSION", "VERSION", "embedded_config", "nats_endpoint", "run"]
+__all__ = [
+    "GO_VERSION",
+    "VERSION",
+    "embedded_config",
+    "nats_endpoint",
+    "resolve_cluster_identity",
+    "run",
+]
 
 VERSION = "0.25.6"  # the reference release whose behaviour is implemented
 GO_VERSION = f"python{platform.python_version()}"  # what the reference calls its Go version
@@ -70,7 +79,15 @@ def run(plan: Plan) -> int:
 
 
 def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
+    """The embedded nats-server for ``plan``; a clustered node's runs JetStream (its
+    state in the cluster log path, its name the node ID), and its NATS cluster needs a
+    name for JetStream: the operator's, else one derived from the cluster ID."""
     ns = plan.nats_server
+    cluster = plan.cluster
+    clustered = cluster.clustered
+    cluster_name = ns.cluster_name
+    if clustered and not cluster_name and (ns.routes or ns.cluster_listen):
+        cluster_name = nats_cluster_name(plan.cluster_id)
     # The streaming server owns the public monitoring port (stanpkg.monitor) and forwards
     # the NATS endpoints to nats-server's monitor on a private loopback port.
     monitored = bool(ns.http_port or ns.https_port)
@@ -87,10 +104,13 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
         tls_ca_cert=ns.tls_ca_cert,
         routes=ns.routes,
         cluster_listen=ns.cluster_listen,
-        cluster_name=ns.cluster_name,
+        cluster_name=cluster_name,
         debug=ns.debug,
         trace=ns.trace,
         passthrough=ns.passthrough,
+        server_name=cluster.node_id if clustered else "",
+        jetstream_dir=cluster.log_path if clustered else "",
+        jetstream_sync_always=clustered and cluster.sync,
     )
 
 
@@ -108,6 +128,31 @@ def nats_endpoint(plan: Plan, url: str) -> NatsEndpoint:
         tls=tls_context_from_options(plan.tls, secure=plan.secure),
         tls_required=plan.secure,
         tls_hostname=plan.tls.server_name,
+    )
+
+
+NODE_ID_FILE = "stanpkg-cluster-node-id"  # in the store directory
+
+
+def resolve_cluster_identity(plan: Plan) -> Plan:
+    """A clustered plan with its node ID and log path settled: the ID this node used
+    before (kept in its store directory; once written the configured one is ignored, as
+    the reference), else the configured one, else a new unique one."""
+    cluster = plan.cluster
+    if not cluster.clustered:
+        return plan
+    remembered = Path(plan.dir, NODE_ID_FILE) if plan.dir else None
+    node_id = ""
+    if remembered is not None:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            node_id = remembered.read_text(encoding="utf-8").strip()
+    node_id = node_id or cluster.node_id or next_nuid()
+    if remembered is not None:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        remembered.write_text(node_id + "\n", encoding="utf-8")
+    log_path = cluster.log_path or f"{plan.cluster_id}/{node_id}"
+    return dataclasses.replace(
+        plan, cluster=dataclasses.replace(cluster, node_id=node_id, log_path=log_path)
     )
 
 
@@ -153,7 +198,8 @@ class _Node:
         return code
 
     async def _start(self, server_id: str) -> None:
-        plan, log = self.plan, self.log
+        log = self.log
+        plan = self.plan = resolve_cluster_identity(self.plan)
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
         store = create_store(plan, log)

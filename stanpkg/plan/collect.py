@@ -295,6 +295,22 @@ def nats_tls_files(entries: list[MapEntry]) -> tuple[str, str]:
     return files[0], files[1]
 
 
+def with_nats_cluster_name(entries: list[MapEntry], name: str) -> list[MapEntry]:
+    """The passed-through NATS entries with ``name`` in their ``cluster {}`` block when it
+    has none: JetStream (a clustered streaming node's state) needs the NATS cluster named,
+    the same on every node."""
+    named = []
+    for entry in entries:
+        node = entry.node
+        unnamed = node.kind is NodeKind.MAP and node.get("name", casefold=True) is None
+        if entry.key.lower() == "cluster" and unnamed:
+            value = Node(NodeKind.STRING, name, node.pos, quoted=True)
+            node = Node(NodeKind.MAP, (MapEntry("name", node.pos, value), *node.entries), node.pos)
+            entry = MapEntry(entry.key, entry.key_pos, node)
+        named.append(entry)
+    return named
+
+
 def render_passthrough(entries: list[MapEntry], pos: Position) -> str:
     if not entries:
         return ""

@@ -24,6 +24,7 @@ from stanpkg.plan.collect import (
     collect_streaming,
     nats_tls_files,
     render_passthrough,
+    with_nats_cluster_name,
 )
 from stanpkg.plan.context import Context, Path, dotted, option_for
 from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
@@ -144,7 +145,12 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
     diagnostics = sort_diagnostics(ctx.diagnostics)
     if has_errors(diagnostics):
         return Compilation(None, diagnostics, flags=flags)
-    passthrough = render_passthrough(collected.passthrough, Position(nats_file, 1, 1))
+    nats_entries = collected.passthrough
+    if ctx.value(("cluster", "clustered")):
+        nats_entries = with_nats_cluster_name(
+            nats_entries, nats_cluster_name(ctx.value(("cluster_id",)))
+        )
+    passthrough = render_passthrough(nats_entries, Position(nats_file, 1, 1))
     plan = build_plan(
         ctx, streaming_file, nats_file, passthrough, nats_tls_files(collected.passthrough)
     )
@@ -295,6 +301,11 @@ def _cluster(ctx: Context) -> ClusterOptions:
         ctx, ClusterOptions, "cluster", peers=peers, log_path=log_path
     )
     return result
+
+
+def nats_cluster_name(cluster_id: object) -> str:
+    """The NATS cluster name of a clustered streaming cluster when the operator gave none."""
+    return "stan-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(cluster_id))
 
 
 def build_plan(

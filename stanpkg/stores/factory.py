@@ -14,14 +14,22 @@ def create_store(plan: Plan, log: StoreLog) -> Store:
     as ``Failed to start: <text>``)."""
     from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 
-    if plan.cluster.clustered:
-        # The replicated (JetStream) store is being built; until then refuse, as before.
-        raise StoreError(f"{plan.mode.value} mode is not supported by this server yet")
     encryption = encryption_from_plan(plan)  # key and cipher problems before any I/O
-    store = _create_plain_store(plan, log)
+    if plan.cluster.clustered:
+        store = _create_clustered_store(plan, log)
+    else:
+        store = _create_plain_store(plan, log)
     if encryption is None:
         return store
     return EncryptingStore(store, encryption.key, encryption.cipher, log)
+
+
+def _create_clustered_store(plan: Plan, log: StoreLog) -> Store:
+    """Every replicated fact in JetStream; the node's own store options are not used
+    (plan.cluster.node_id is resolved by the node before)."""
+    from stanpkg.stores.jetstream.store import ClusteredStore, ClusterSettings
+
+    return ClusteredStore(plan, log, ClusterSettings.from_plan(plan))
 
 
 def _create_plain_store(plan: Plan, log: StoreLog) -> Store:

@@ -26,6 +26,7 @@ from stanpkg.stores.base import (
     RecoveredState,
     SequenceBookkeeping,
     ServerInfo,
+    StoreError,
     StoreLog,
     SubRecord,
 )
@@ -76,6 +77,15 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
 
     def state(self) -> tuple[int, int]:
         return self._count, self._bytes
+
+    def start_after(self, sequence: int) -> None:
+        """An empty store whose next message gets ``sequence + 1``: a copy of a log
+        whose older messages are gone (the clustered store loading a stream)."""
+        if self._count or self._last:
+            raise StoreError("start_after needs an empty store")
+        self._first = self._last = sequence
+        if sequence:
+            self._first = sequence + 1
 
     def _new_segment(self, first: int, size: int) -> _Segment:
         previous = len(self._segments[-1].buf) if self._segments else MIN_SEGMENT_BYTES // 2

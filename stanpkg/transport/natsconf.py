@@ -15,6 +15,8 @@ class EmbeddedNatsConfig:
     loopback port, for a streaming server that serves the public port and proxies NATS
     endpoints (``/varz`` ...) to it; it then cannot be combined with ``http_port``.
     ``passthrough`` is NATS configuration text appended verbatim.
+    ``jetstream_dir`` turns JetStream on (a clustered streaming node keeps its state
+    there); ``server_name`` names this server among its JetStream peers.
     """
 
     host: str
@@ -35,6 +37,9 @@ class EmbeddedNatsConfig:
     trace: bool = False
     passthrough: str = ""
     internal_monitor_port: int = 0
+    server_name: str = ""
+    jetstream_dir: str = ""
+    jetstream_sync_always: bool = False  # fsync every write (cluster.sync)
 
 
 def quote(value: str) -> str:
@@ -93,6 +98,14 @@ def render_config(config: EmbeddedNatsConfig, *, ports_file_dir: str = "") -> st
         lines.append(f"https: {_listen_address(config.host, config.https_port)}")
     if ports_file_dir:
         lines.append(f"ports_file_dir: {quote(ports_file_dir)}")
+    if config.server_name:
+        lines.append(f"server_name: {quote(config.server_name)}")
+    if config.jetstream_dir:
+        lines.append("jetstream {")
+        lines.append(f"  store_dir: {quote(config.jetstream_dir)}")
+        if config.jetstream_sync_always:
+            lines.append("  sync_interval: always")
+        lines.append("}")
     if config.debug:
         lines.append("debug: true")
     if config.trace:

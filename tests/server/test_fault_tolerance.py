@@ -69,16 +69,6 @@ def test_go_time_rejects_bad_encodings(data: bytes) -> None:
 class Node(ServerProcess):
     """One ``stanpkg run`` of the FT group, its log in a file; ``port`` is its monitor."""
 
-    def wait_for(self, text: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not logged (exit {self.proc.poll()}):\n{self.log()}")
-
     def http(self, path: str) -> tuple[int, bytes]:
         url = f"http://127.0.0.1:{self.port}{path}"
         try:

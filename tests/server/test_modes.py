@@ -12,8 +12,9 @@ import pytest
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import Clustered, FaultTolerant, ServingMode, Standalone, mode_for
 from stanpkg.server.server import StreamingServer
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.encryption import EncryptingStore
 from stanpkg.stores.factory import create_store
+from stanpkg.stores.jetstream.store import ClusteredStore
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan
@@ -131,8 +132,11 @@ async def test_clustered_node_logs_as_the_reference_and_serves_once_it_leads(
     assert lines[promotion + 2] == "Streaming Server is ready"
 
 
-def test_the_clustered_store_is_not_built_yet(tmp_path: Path) -> None:
-    plan = make_plan("-st", "file", "-dir", str(tmp_path), "-clustered", "-cluster_node_id", "a")
+def test_a_clustered_plan_gets_the_clustered_store(tmp_path: Path) -> None:
+    args = ("-st", "file", "-dir", str(tmp_path), "-clustered", "-cluster_node_id", "a")
     log = Logger(stream=LogCapture(), debug=False, trace=False)
-    with pytest.raises(StoreError, match="clustered mode is not supported by this server yet"):
-        create_store(plan, log)
+    store = create_store(make_plan(*args, "-cluster_peers", "b,c"), log)
+    assert isinstance(store, ClusteredStore)
+    assert (store.settings.node_id, store.settings.replicas) == ("a", 3)
+    encrypted = create_store(make_plan(*args, "-encrypt", "-encryption_key", "k"), log)
+    assert isinstance(encrypted, EncryptingStore) and isinstance(encrypted.inner, ClusteredStore)

@@ -47,6 +47,8 @@ class Clustered(ServingMode):
             for number, peer in enumerate(self.peers, 1):
                 log.notice(f'peer {number}: "{peer}"')
         server.log_store_banner()
+        if server.on_standby is not None:
+            server.on_standby()  # a follower is a healthy service too
         try:
             # Returns once this node holds the lease, with the store caught up on
             # everything the previous leader had replicated.

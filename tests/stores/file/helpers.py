@@ -142,6 +142,16 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for(self, text: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not logged (exit {self.proc.poll()}):\n{self.log()}")
+
     def stop(self, sig: int = signal.SIGINT, timeout: float = 20) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

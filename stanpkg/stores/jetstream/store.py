@@ -1,0 +1,557 @@
+"""The clustered store: every replicated fact in JetStream, served from the leader's memory.
+
+* Each channel is one stream (``streams.py``): STAN sequence = stream sequence, written
+  pipelined with ``Nats-Expected-Last-Sequence`` so that only the lease holder, in order,
+  can append (a stale leader is fenced by JetStream itself).
+* Server info, clients, channels and subscriptions (with their pending sequences) are
+  records of one replicated map (``kvmap.py``), written in batches.
+* One node serves: the holder of the lease (``lease.py``). The others stand by; the one
+  that takes the lease over loads the whole state — records and messages — into a
+  :class:`MemoryStore` and serves from it, as the reference's leader serves from its
+  local store.
+
+Before this node holds the lease it knows nothing: ``recover`` returns None and writes are
+refused, so a follower never touches the cluster's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import (
+    ChannelStore,
+    ClientRecord,
+    MessageStore,
+    RecoveredChannel,
+    RecoveredState,
+    RecoveredSubscription,
+    ServerInfo,
+    Store,
+    StoreError,
+    StoreLog,
+    SubRecord,
+    SubscriptionStore,
+)
+from stanpkg.stores.jetstream.channel_streams import ChannelStream, StreamFenced
+from stanpkg.stores.jetstream.leader_lease import Lease
+from stanpkg.stores.jetstream.nats_link import JetStreamLink
+from stanpkg.stores.jetstream.state_map import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
+from stanpkg.stores.records import (
+    client_from_proto,
+    client_to_proto,
+    server_info_from_proto,
+    server_info_to_proto,
+    sub_from_proto,
+    sub_to_proto,
+)
+from stanpkg.transport.nuid import next_nuid
+
+if TYPE_CHECKING:
+    from stanpkg.plan.model import Plan
+    from stanpkg.transport.endpoint import NatsEndpoint
+
+__all__ = ["ClusterSettings", "ClusteredStore"]
+
+MAX_REPLICAS = 5  # JetStream's limit
+LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the reference
+PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
+PROMOTION_TIMEOUT = 60.0  # to load the state once the lease is held
+RETRY_INTERVAL = 0.5
+SERVER_KEY = kv_key("server")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """What the clustered store takes from the plan (resolved by the node)."""
+
+    cluster_id: str
+    node_id: str
+    peers: tuple[str, ...]
+    replicas: int
+    lease_ttl: float  # seconds without renewal after which a standby takes over
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> ClusterSettings:
+        cluster = plan.cluster
+        return cls(
+            cluster_id=plan.cluster_id,
+            node_id=cluster.node_id,
+            peers=cluster.peers,
+            replicas=max(1, min(1 + len(cluster.peers), MAX_REPLICAS)),
+            # Twice the reference's election timeout (4 s by default): JetStream's own
+            # elections of the lease bucket's leader take 1-2 s, which a holder must ride
+            # out without losing the lease.
+            lease_ttl=max(2 * cluster.raft_election_timeout, cluster.raft_lease_timeout) / 1e9,
+        )
+
+    @property
+    def bucket(self) -> str:
+        """The KV bucket of the cluster's records (the lease's is this + ``_lease``)."""
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.cluster_id)
+        return f"STAN_{safe[:60]}_state"
+
+
+class ClusteredStore(Store):
+    type_name = "RAFT"
+
+    def __init__(self, plan: Plan, log: StoreLog, settings: ClusterSettings) -> None:
+        self.plan = plan
+        self.log = log
+        self.settings = settings
+        self._cache = MemoryStore(plan.store_limits, log)
+        self._channels: dict[str, ChannelStore] = {}
+        self._leading = False
+        self._loaded: RecoveredState | None = None
+        self._link: JetStreamLink | None = None
+        self._state: ReplicatedMap | None = None
+        self._lease: Lease | None = None
+        self._on_lost: Callable[[str], None] | None = None
+        self._lazy: asyncio.Task[None] | None = None
+        self._pending_flush: asyncio.Task[None] | None = None
+        self._closing = False
+        self._writer_id = ""
+
+    # -- connecting and leading -------------------------------------------------------
+
+    async def connect(self, endpoint: NatsEndpoint) -> None:
+        name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
+        self._link = await JetStreamLink.open(endpoint, name=name)
+
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
+        """Returns once this node holds the cluster's lease and has loaded the state."""
+        settings = self.settings
+        self._on_lost = on_lost
+        self._state = await self._open_state()
+        self._lease = Lease(
+            self._require_link(),
+            bucket=settings.bucket + "_lease",
+            key="leader",
+            holder=settings.node_id,
+            ttl=settings.lease_ttl,
+            replicas=settings.replicas,
+            on_lost=self._lost,
+        )
+        await self._lease.wait_until_held()
+        self._writer_id = next_nuid()  # this leadership's writes
+        self._leading = True
+        try:
+            self._loaded = await self._load_patiently()
+        except BaseException:
+            self._leading = False
+            raise
+        self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
+        return True
+
+    async def _open_state(self) -> ReplicatedMap:
+        """The cluster's records, once JetStream can keep them with every replica: that
+        needs a quorum of the peers (and routes to them)."""
+        link, settings = self._require_link(), self.settings
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PEERS_TIMEOUT
+        while True:
+            try:
+                await link.wait_ready(max(0.0, deadline - loop.time()))
+                return await ReplicatedMap.open(link, settings.bucket, replicas=settings.replicas)
+            except StoreError as exc:
+                if loop.time() >= deadline:
+                    waiting = ", ".join(settings.peers) or "none configured"
+                    raise StoreError(
+                        f"the cluster did not form within {PEERS_TIMEOUT:.0f} s "
+                        f"(peers: {waiting}; {settings.replicas} replicas wanted): {exc}"
+                    ) from exc
+            await asyncio.sleep(RETRY_INTERVAL)
+
+    def _lost(self, reason: str) -> None:
+        self._leading = False
+        if self._on_lost is not None:
+            self._on_lost(f"cluster lease lost: {reason}")
+
+    def _require_link(self) -> JetStreamLink:
+        if self._link is None:
+            raise StoreError("the clustered store is not connected")
+        return self._link
+
+    def _require_leading(self) -> ReplicatedMap:
+        if not self._leading or self._state is None:
+            raise StoreError("this node does not lead the cluster")
+        return self._state
+
+    # -- loading (promotion) ------------------------------------------------------------
+
+    async def _load_patiently(self) -> RecoveredState | None:
+        """Load, retrying while JetStream elects leaders for the streams the dead node
+        led (seconds), for PROMOTION_TIMEOUT at most; the lease is renewed meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PROMOTION_TIMEOUT
+        while True:
+            try:
+                return await self._load()
+            except StoreError as exc:
+                if loop.time() >= deadline:
+                    raise StoreError(f"unable to load the cluster's state: {exc}") from exc
+                self.log.warn(f"Loading the cluster's state, retrying: {exc}")
+            # Start again from nothing: a partial load must not stay.
+            self._cache = MemoryStore(self.plan.store_limits, self.log)
+            self._channels.clear()
+            await asyncio.sleep(RETRY_INTERVAL)
+
+    async def _load(self) -> RecoveredState | None:
+        assert self._state is not None
+        records = await self._state.load()
+        raw_info = records.pop(SERVER_KEY, None)
+        if raw_info is None:
+            return None
+        info = server_info_from_proto(spb.ServerInfo.FromString(raw_info))
+        self._cache.init(info)
+        clients: list[ClientRecord] = []
+        channel_names: list[str] = []
+        subs: dict[str, list[spb.SubscriptionSnapshot]] = {}
+        for key, value in records.items():
+            kind, *rest = kv_key_parts(key)
+            if kind == "client":
+                record = client_from_proto(spb.ClientInfo.FromString(value))
+                clients.append(record)
+                self._cache.add_client(record)
+            elif kind == "channel":
+                channel_names.append(rest[0])
+            elif kind == "sub":
+                subs.setdefault(rest[0], []).append(spb.SubscriptionSnapshot.FromString(value))
+        channels = []
+        for name in sorted(channel_names):
+            store = self._open_channel(name, new=False)
+            await self._load_messages(name, store)
+            recovered = RecoveredChannel(store)
+            replicated = store.subs
+            assert isinstance(replicated, ReplicatedSubscriptions)
+            for snapshot in sorted(subs.get(name, ()), key=lambda s: s.State.ID):
+                sub = sub_from_proto(snapshot.State)
+                pending = sorted(snapshot.AcksPending)
+                replicated.restore(sub, pending)
+                recovered.subscriptions.append(RecoveredSubscription(sub, pending))
+            channels.append(recovered)
+        return RecoveredState(info, clients, channels)
+
+    async def _load_messages(self, name: str, store: ChannelStore) -> None:
+        msgs = store.msgs
+        assert isinstance(msgs, ReplicatedMessages)
+        first, last = await msgs.stream.ensure()
+        records: list[bytes] = []
+        stamps: list[int] = []
+        async for record in msgs.stream.read(first, last):
+            records.append(record)
+            stamps.append(pb.MsgProto.FromString(record).timestamp)
+        msgs.restore(first, last, records, stamps)
+
+    # -- the Store interface --------------------------------------------------------------
+
+    def recover(self) -> RecoveredState | None:
+        # A follower has no state; the leader returns what it loaded at promotion.
+        if not self._leading:
+            return None
+        loaded, self._loaded = self._loaded, None
+        return loaded
+
+    def init(self, info: ServerInfo) -> None:
+        if not self._leading:
+            return  # the start-up "No recovered state" of a follower
+        self._cache.init(info)
+        self._put(SERVER_KEY, server_info_to_proto(info).SerializeToString())
+
+    def add_client(self, record: ClientRecord) -> None:
+        self._cache.add_client(record)
+        self._put(kv_key("client", record.id), client_to_proto(record).SerializeToString())
+
+    def delete_client(self, client_id: str) -> None:
+        self._cache.delete_client(client_id)
+        self._require_leading().delete(kv_key("client", client_id))
+        self._schedule_flush()
+
+    def create_channel(self, name: str) -> ChannelStore:
+        return self._open_channel(name, new=True)
+
+    def _open_channel(self, name: str, *, new: bool) -> ChannelStore:
+        existing = self._channels.get(name)
+        if existing is not None:
+            return existing
+        cached = self._cache.create_channel(name)  # max_channels
+        msgs = cached.msgs
+        assert isinstance(msgs, MemoryMessageStore)
+        state = self._require_leading()
+        settings = self.settings
+        stream = ChannelStream(
+            self._require_link(), settings.cluster_id, name, cached.limits, settings.replicas
+        )
+        stream.writer_id = self._writer_id
+        channel = ChannelStore(
+            name,
+            ReplicatedMessages(msgs, stream),
+            ReplicatedSubscriptions(cached.subs, state, name),
+            cached.limits,
+        )
+        self._channels[name] = channel
+        if new:
+            self._put(kv_key("channel", name), b"")
+        return channel
+
+    def delete_channel(self, name: str) -> None:
+        channel = self._channels.pop(name, None)
+        self._cache.delete_channel(name)
+        if channel is None:
+            return
+        state = self._require_leading()
+        state.delete(kv_key("channel", name))
+        subs = channel.subs
+        assert isinstance(subs, ReplicatedSubscriptions)
+        for sub_id in list(subs.tracked):
+            state.delete(kv_key("sub", name, str(sub_id)))
+        msgs = channel.msgs
+        assert isinstance(msgs, ReplicatedMessages)
+        self._spawn(msgs.stream.delete())
+        self._schedule_flush()
+
+    def close(self) -> None:
+        self._closing = True
+        self._cache.close()
+        self._channels.clear()
+        for task in (self._lazy, self._pending_flush):
+            if task is not None:
+                task.cancel()
+        if self._lease is not None or self._link is not None:
+            self._spawn(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._leading and self._state is not None:
+                await self._flush_lazy_state()
+                await self._state.flush()
+        if self._lease is not None:
+            with contextlib.suppress(Exception):
+                await self._lease.release()  # a standby takes over at once
+        if self._link is not None:
+            with contextlib.suppress(Exception):
+                await self._link.close()
+
+    # -- replication of records ---------------------------------------------------------
+
+    def _put(self, key: str, value: bytes) -> None:
+        self._require_leading().put(key, value)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Records (clients, channels) go out at once, in one batch per loop turn."""
+        if self._pending_flush is None or self._pending_flush.done():
+            self._pending_flush = self._spawn(self._flush_records())
+
+    async def _flush_records(self) -> None:
+        await asyncio.sleep(0)
+        state = self._state
+        if state is None:
+            return
+        try:
+            await state.flush()
+        except StoreError as exc:
+            self.log.error(f"Unable to replicate the cluster state: {exc}")
+
+    async def _replicate_lazily(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(LAZY_STATE_INTERVAL)
+            try:
+                await self._flush_lazy_state()
+            except StoreError as exc:
+                self.log.error(f"Unable to replicate subscription positions: {exc}")
+
+    async def _flush_lazy_state(self) -> None:
+        for channel in list(self._channels.values()):
+            subs = channel.subs
+            assert isinstance(subs, ReplicatedSubscriptions)
+            subs.write_changed()
+        if self._state is not None:
+            await self._state.flush()
+
+    def _spawn(self, coro: object) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        return task
+
+
+class ReplicatedMessages(MessageStore):
+    """A channel's messages: appended to the channel's stream, then kept in memory and
+    served from there. A batch enters memory only once the stream has it on a quorum;
+    a batch that fails leaves no trace, and memory is then brought level with the stream
+    (a write whose reply was lost may have been stored)."""
+
+    def __init__(self, cache: MemoryMessageStore, stream: ChannelStream) -> None:
+        self.cache = cache
+        self.limits = cache.limits
+        self.stream = stream
+        self._stream_ready = False
+        self._records: list[bytes] = []
+        self._stamps: list[int] = []
+        self._behind = False  # memory may lack messages the stream has
+
+    def restore(self, first: int, last: int, records: list[bytes], stamps: list[int]) -> None:
+        """The stream's content at promotion (contiguous: limits only drop the oldest)."""
+        self._stream_ready = True
+        self.stream.last_sequence = last
+        self.cache.start_after(first - 1 if records else last)
+        if records:
+            self.cache.store(records, stamps)
+
+    @property
+    def first_sequence(self) -> int:
+        return self.cache.first_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        return self.cache.last_sequence + len(self._records)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._stamps[-1] if self._stamps else self.cache.last_timestamp
+
+    def state(self) -> tuple[int, int]:
+        return self.cache.state()
+
+    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        first = self.last_sequence + 1
+        append = self.stream.append
+        for offset, record in enumerate(records):
+            msg = pb.MsgProto.FromString(record)
+            append(first + offset, msg.reply, msg.timestamp, msg.data)
+        self._records.extend(records)
+        self._stamps.extend(timestamps)
+
+    def lookup(self, sequence: int) -> bytes | None:
+        return self.cache.lookup(sequence)
+
+    def sequence_at_or_after(self, timestamp: int) -> int:
+        return self.cache.sequence_at_or_after(timestamp)
+
+    def expire(self, now: int) -> int:
+        return self.cache.expire(now)  # the stream's max_age drops them there too
+
+    async def flush(self) -> None:
+        records, stamps = self._records, self._stamps
+        self._records, self._stamps = [], []
+        try:
+            if not self._stream_ready:
+                await self.stream.ensure()
+                self._stream_ready = True
+            if self._behind:
+                await self._catch_up()
+            await self.stream.flush()
+        except StoreError as exc:
+            self.stream.discard()
+            self._behind = True
+            channel = self.stream.channel
+            if isinstance(exc, StreamFenced):
+                raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
+            raise
+        if records:
+            self.cache.store(records, stamps)
+
+    async def _catch_up(self) -> None:
+        last = await self.stream.stream_last()
+        have = self.cache.last_sequence
+        if last > have:
+            records: list[bytes] = []
+            stamps: list[int] = []
+            async for record in self.stream.read(have + 1, last):
+                records.append(record)
+                stamps.append(pb.MsgProto.FromString(record).timestamp)
+            if records:
+                self.cache.store(records, stamps)
+        self.stream.last_sequence = max(last, have)
+        self._behind = False
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+@dataclass
+class _Tracked:
+    record: SubRecord
+    pending: set[int] = field(default_factory=set)
+
+
+class ReplicatedSubscriptions(SubscriptionStore):
+    """A channel's subscriptions: IDs and limits from the memory store; each record and
+    its pending sequences kept here to be written as one ``SubscriptionSnapshot``.
+    Creations, updates and deletions go out at :meth:`flush` (before the server answers
+    the request); sent and acked sequences every second, as the reference replicates
+    them lazily — a new leader redelivers what it does not know was acknowledged."""
+
+    def __init__(self, cache: SubscriptionStore, state: ReplicatedMap, channel: str) -> None:
+        self.cache = cache
+        self._state = state
+        self._channel = channel
+        self.tracked: dict[int, _Tracked] = {}
+        self._changed: set[int] = set()
+
+    def restore(self, record: SubRecord, pending: list[int]) -> None:
+        note = getattr(self.cache, "note_id", None)
+        if note is not None:
+            note(record.id, True)
+        self.tracked[record.id] = _Tracked(record.copy(), set(pending))
+
+    def _key(self, sub_id: int) -> str:
+        return kv_key("sub", self._channel, str(sub_id))
+
+    def _write(self, sub_id: int) -> None:
+        tracked = self.tracked.get(sub_id)
+        if tracked is None:
+            return
+        snapshot = spb.SubscriptionSnapshot(
+            State=sub_to_proto(tracked.record), AcksPending=sorted(tracked.pending)
+        )
+        self._state.put(self._key(sub_id), snapshot.SerializeToString())
+
+    def create(self, record: SubRecord) -> None:
+        self.cache.create(record)
+        self.tracked[record.id] = _Tracked(record.copy())
+        self._write(record.id)
+
+    def update(self, record: SubRecord) -> None:
+        tracked = self.tracked.get(record.id)
+        if tracked is None:
+            tracked = self.tracked[record.id] = _Tracked(record.copy())
+        else:
+            tracked.record = record.copy()
+        self._write(record.id)
+
+    def delete(self, sub_id: int) -> None:
+        self.cache.delete(sub_id)
+        self.tracked.pop(sub_id, None)
+        self._changed.discard(sub_id)
+        self._state.delete(self._key(sub_id))
+
+    def record_sent(self, sub_id: int, sequences: Sequence[int]) -> None:
+        tracked = self.tracked.get(sub_id)
+        if tracked is None or not sequences:
+            return
+        tracked.pending.update(sequences)
+        tracked.record.last_sent = max(tracked.record.last_sent, sequences[-1])
+        self._changed.add(sub_id)
+
+    def record_ack(self, sub_id: int, sequence: int) -> None:
+        tracked = self.tracked.get(sub_id)
+        if tracked is not None:
+            tracked.pending.discard(sequence)
+            self._changed.add(sub_id)
+
+    def write_changed(self) -> None:
+        changed, self._changed = self._changed, set()
+        for sub_id in changed:
+            self._write(sub_id)
+
+    async def flush(self) -> None:
+        await self._state.flush()
+
+    def close(self) -> None:
+        self.cache.close()

@@ -1,0 +1,128 @@
+"""A one-node cluster (bootstrap) and nodes on an external JetStream: start-up, serving,
+every acknowledged message and durable position back after a restart, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+
+import nats
+import pytest
+
+from stanpkg.proto import protocol_pb2 as pb
+from tests.cluster.conftest import LEADER, READY, Cluster
+from tests.server.stan_client import StanClient
+from tests.server.test_fault_tolerance import publish
+
+pytestmark = pytest.mark.slow
+
+
+def bootstrap(node_id: str) -> list[str]:
+    """A one-node cluster on the embedded nats-server."""
+    return [
+        "-clustered",
+        "-cluster_bootstrap",
+        "-cluster_node_id",
+        node_id,
+        "-st",
+        "file",
+        "-dir",
+        "store",
+    ]
+
+
+async def test_bootstrap_node_serves_and_recovers_everything(cluster: Cluster) -> None:
+    args = bootstrap("solo")
+    node = cluster.start("solo", args)
+    node.wait_for(READY)
+    await publish(node.url, cluster.cluster_id, "orders", 50)
+    client = await StanClient.connect(node.url, cluster.cluster_id, "reader")
+    sub = await client.subscribe("orders", durable="dur", start=pb.First, manual_acks=True)
+    got = await sub.collect(50)
+    for msg in got[:30]:
+        await sub.ack(msg)
+    await client.ping()
+    await client.close(keep_nats=False)
+    status, body = node.http("/streaming/serverz")
+    assert status == 200
+    serverz = json.loads(body)
+    assert (serverz["state"], serverz["role"]) == ("CLUSTERED", "Leader")
+    await asyncio.sleep(1.5)  # subscription positions are replicated each second
+    assert node.stop() == 0
+
+    again = cluster.start("solo", args, port=node.port)
+    again.wait_for(READY)
+    assert "Cluster Node ID : solo" in again.log()
+    client = await StanClient.connect(again.url, cluster.cluster_id, "reader")
+    sub = await client.subscribe("orders", durable="dur", manual_acks=True)
+    resumed = await sub.collect(20)
+    assert [m.sequence for m in resumed] == list(range(31, 51))
+    reader = await client.subscribe("orders", start=pb.First)
+    assert [m.data for m in await reader.collect(50)] == [f"m{i}".encode() for i in range(50)]
+    await client.close()
+    assert again.stop() == 0
+
+
+async def test_a_plain_jetstream_consumer_reads_a_channel(cluster: Cluster) -> None:
+    args = bootstrap("js")
+    node = cluster.start("js", args)
+    node.wait_for(READY)
+    await publish(node.url, cluster.cluster_id, "events.created", 5)
+    nc = await nats.connect(node.url)
+    try:
+        js = nc.jetstream()
+        sub = await js.subscribe(
+            f"_STAN.ch.{cluster.cluster_id}.events.created", ordered_consumer=True
+        )
+        payloads = [(await sub.next_msg(5)).data for _ in range(5)]
+    finally:
+        await nc.close()
+    assert payloads == [f"m{i}".encode() for i in range(5)]
+    assert node.stop() == 0
+
+
+async def test_nodes_on_an_external_jetstream_hand_over(
+    cluster: Cluster, jetstream_url: str
+) -> None:
+    """Two nodes on one external JetStream keep no state of their own: the standby takes
+    over when the leader stops and serves everything it had stored."""
+    common = ["-ns", jetstream_url, "-clustered", "-cluster_bootstrap", "-st", "file"]
+    first = cluster.start("first", [*common, "-cluster_node_id", "n1", "-dir", "n1"])
+    first.wait_for(READY)
+    second = cluster.start("second", [*common, "-cluster_node_id", "n2", "-dir", "n2"])
+    second.wait_for("---------- Store Limits ----------")
+    await publish(jetstream_url, cluster.cluster_id, "orders", 20)
+    assert LEADER not in second.log()
+    status, body = second.http("/streaming/serverz")
+    assert status == 200 and json.loads(body)["role"] == "Follower"
+    first.stop(signal.SIGKILL)  # no hand-over: the lease lapses
+    second.wait_for(READY, timeout=20)
+    client = await StanClient.connect(jetstream_url, cluster.cluster_id, "after")
+    sub = await client.subscribe("orders", start=pb.First)
+    assert [m.data for m in await sub.collect(20)] == [f"m{i}".encode() for i in range(20)]
+    await client.publish("orders", b"m20")
+    assert (await sub.next()).sequence == 21
+    await client.close()
+    assert second.stop() == 0
+
+
+def test_an_external_nats_without_jetstream_is_refused(cluster: Cluster, nats_url: str) -> None:
+    node = cluster.start(
+        "n",
+        [
+            "-ns",
+            nats_url,
+            "-clustered",
+            "-cluster_bootstrap",
+            "-cluster_node_id",
+            "n",
+            "-st",
+            "file",
+            "-dir",
+            "store",
+        ],
+    )
+    assert node.proc.wait(30) == 1
+    assert "does not have JetStream enabled (clustered mode needs it)" in node.log()
+    assert "Traceback" not in node.log()

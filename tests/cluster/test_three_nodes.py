@@ -1,0 +1,225 @@
+"""Three nodes started with the Go server's cluster flags on this host: a real STAN client
+on a follower's URL, kill -9 of the serving node under acknowledged publishing, the whole
+cluster stopped and started, a node that was down rejoining and taking over."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from stanpkg.proto import protocol_pb2 as pb
+from tests.cluster.conftest import LEADER, READY, Cluster, Node, three_node_args
+from tests.server.conftest import node_modules  # noqa: F401 - fixture
+from tests.server.stan_client import StanClient, StanError
+from tests.server.test_node_client import run_scenario
+from tests.transport.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def start_three(cluster: Cluster, args: dict[str, list[str]] | None = None) -> list[Node]:
+    args = args or three_node_args(cluster)
+    ports = {node.name: node.port for node in cluster.nodes}
+    nodes = [cluster.start(name, args[name], port=ports.get(name, 0)) for name in "abc"]
+    return nodes
+
+
+def leader_of(nodes: list[Node], timeout: float = 60) -> Node:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for node in nodes:
+            if node.proc.poll() is None and node.log().count(READY) > 0:
+                return node
+        time.sleep(0.1)
+    logs = "\n\n".join(f"--- {n.name}\n{n.log()}" for n in nodes)
+    raise AssertionError(f"no node became ready:\n{logs}")
+
+
+def role(node: Node) -> str:
+    status, body = node.http("/streaming/serverz")
+    assert status == 200, body
+    document = json.loads(body)
+    assert document["state"] == "CLUSTERED"
+    return str(document["role"])
+
+
+async def test_a_stan_client_on_a_follower_does_everything(
+    cluster: Cluster,
+    node_modules: Path,  # noqa: F811
+) -> None:
+    nodes = start_three(cluster)
+    leader = leader_of(nodes)
+    followers = [n for n in nodes if n is not leader]
+    assert role(leader) == "Leader"
+    assert [role(n) for n in followers] == ["Follower", "Follower"]
+    url = followers[0].url
+    cid = cluster.cluster_id
+    assert (await run_scenario("pubsub", url, cid, count=300))["seqs"] == list(range(1, 301))
+    assert (await run_scenario("startPositions", url, cid))["all"] == [1, 2, 3, 4, 5]
+    assert (await run_scenario("redelivery", url, cid))["total"] == 2
+    assert (await run_scenario("durable", url, cid))["afterUnsub"] == 0
+    queue = await run_scenario("queue", url, cid)
+    assert queue["shared"] == {"a": 10, "b": 10}
+    assert (await run_scenario("errors", url, cid))["duplicate"] == (
+        "stan: clientID already registered"
+    )
+
+
+async def _acked_publisher(
+    urls: list[str], cid: str, stop: asyncio.Event, acked: list[int], stalls: list[float]
+) -> None:
+    """Publish 'p<n>' one after the other, waiting for each PubAck; on a failure
+    reconnect (to any node) and resend the same message, as a client does."""
+    n = 0
+    last_ack = time.monotonic()
+    client: StanClient | None = None
+    while not stop.is_set():
+        try:
+            if client is None:
+                client = await StanClient.connect(urls[n % len(urls)], cid, f"pub{n}")
+            await client.publish("orders", f"p{n}".encode(), timeout=2.0)
+            now = time.monotonic()
+            stalls.append(now - last_ack)
+            last_ack = now
+            acked.append(n)
+            n += 1
+        except (StanError, TimeoutError, OSError, Exception):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+                client = None
+            await asyncio.sleep(0.2)
+            urls.append(urls.pop(0))
+    if client is not None:
+        await client.close()
+
+
+async def test_kill_of_the_serving_node_loses_no_acknowledged_message(cluster: Cluster) -> None:
+    nodes = start_three(cluster)
+    leader = leader_of(nodes)
+    survivors = [n for n in nodes if n is not leader]
+    cid = cluster.cluster_id
+    stop = asyncio.Event()
+    acked: list[int] = []
+    stalls: list[float] = []
+    urls = [n.url for n in survivors]
+    publisher = asyncio.create_task(_acked_publisher(urls, cid, stop, acked, stalls))
+    while len(acked) < 200:
+        await asyncio.sleep(0.05)
+    leader.kill_with_its_nats_server()
+    killed_at = len(acked)
+    deadline = time.monotonic() + 60
+    while len(acked) < killed_at + 200 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    stop.set()
+    await publisher
+    assert len(acked) >= killed_at + 200, "publishing did not resume after the failover"
+    new_leader = leader_of(survivors)
+    longest = max(stalls)
+    print(f"longest time without a PubAck across the failover: {longest:.2f} s")
+    client = await StanClient.connect(new_leader.url, cid, "check")
+    sub = await client.subscribe("orders", start=pb.First)
+    total = len(acked)
+    stored = [m.data.decode() for m in await sub.collect(total, timeout=30)]
+    await sub.assert_nothing(1.0)
+    await client.close()
+    ids = [int(d[1:]) for d in stored]
+    assert set(acked) <= set(ids), f"acknowledged but lost: {sorted(set(acked) - set(ids))}"
+    assert ids == sorted(ids), "stored out of order"
+    # No gap; a message resent after a lost PubAck may be stored twice (the client's own).
+    assert sorted(set(ids)) == list(range(ids[-1] + 1))
+
+
+async def test_the_whole_cluster_restarts_with_every_message_and_position(
+    cluster: Cluster,
+) -> None:
+    args = three_node_args(cluster)
+    nodes = start_three(cluster, args)
+    leader = leader_of(nodes)
+    cid = cluster.cluster_id
+    client = await StanClient.connect(leader.url, cid, "c")
+    for i in range(100):
+        await client.publish("orders", f"m{i}".encode())
+    sub = await client.subscribe("orders", durable="dur", start=pb.First, manual_acks=True)
+    for msg in await sub.collect(100):
+        if msg.sequence <= 60:
+            await sub.ack(msg)
+    await client.ping()
+    await asyncio.sleep(1.5)  # positions are replicated each second
+    await client.close(keep_nats=False)
+    for node in nodes:
+        assert node.stop() == 0
+    again = start_three(cluster, args)
+    leader = leader_of(again[-3:])
+    client = await StanClient.connect(leader.url, cid, "c")
+    sub = await client.subscribe("orders", durable="dur", manual_acks=True)
+    assert [m.sequence for m in await sub.collect(40)] == list(range(61, 101))
+    reader = await client.subscribe("orders", start=pb.First)
+    assert [m.data for m in await reader.collect(100)] == [f"m{i}".encode() for i in range(100)]
+    await client.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_node_down_for_a_while_rejoins_and_can_take_over(cluster: Cluster) -> None:
+    args = three_node_args(cluster)
+    nodes = start_three(cluster, args)
+    leader = leader_of(nodes)
+    cid = cluster.cluster_id
+    down, third = (n for n in nodes if n is not leader)
+    assert down.stop() == 0
+    client = await StanClient.connect(leader.url, cid, "c")
+    for i in range(50):
+        await client.publish("orders", f"m{i}".encode())
+    await client.close()
+    back = cluster.start(down.name, args[down.name], port=down.port)
+    back.wait_for("---------- Store Limits ----------")
+    assert LEADER not in back.log()
+    # The third node's streaming process freezes (its nats-server keeps the quorum) and
+    # the leader dies: the rejoined node is the only one that can take over.
+    third.proc.send_signal(signal.SIGSTOP)
+    try:
+        leader.kill_with_its_nats_server()
+        back.wait_for(READY, timeout=60)
+        client = await StanClient.connect(back.url, cid, "after")
+        sub = await client.subscribe("orders", start=pb.First)
+        assert [m.data for m in await sub.collect(50)] == [f"m{i}".encode() for i in range(50)]
+        await client.publish("orders", b"m50", timeout=20)
+        assert (await sub.next(timeout=20)).sequence == 51
+        await client.close()
+    finally:
+        third.proc.send_signal(signal.SIGCONT)
+
+
+async def test_three_nodes_from_config_files(cluster: Cluster) -> None:
+    """The same cluster through `cluster {}` blocks (as config_examples/cluster_node*.conf):
+    the NATS cluster block gets a name for JetStream, the nodes elect one to serve."""
+    routes = {name: free_port() for name in "abc"}
+    for name in "abc":
+        route_list = ", ".join(f'"nats://127.0.0.1:{routes[n]}"' for n in "abc")
+        (cluster.tmp / f"{name}.conf").write_text(
+            f'cluster {{\n  listen: "127.0.0.1:{routes[name]}"\n  routes: [{route_list}]\n}}\n'
+            f'streaming {{\n  store: file\n  dir: "{name}/store"\n'
+            f'  cluster {{\n    node_id: "{name}"\n    peers: ["a", "b", "c"]\n'
+            f'    log_path: "{name}/raft"\n  }}\n}}\n'
+        )
+    nodes = [cluster.start(name, ["-c", f"{name}.conf"]) for name in "abc"]
+    leader = leader_of(nodes)
+    follower = next(n for n in nodes if n is not leader)
+    client = await StanClient.connect(follower.url, cluster.cluster_id, "c")
+    for i in range(10):
+        await client.publish("orders", f"m{i}".encode())
+    await client.close()
+    leader.kill_with_its_nats_server()
+    survivor = leader_of([n for n in nodes if n is not leader])
+    client = await StanClient.connect(survivor.url, cluster.cluster_id, "d")
+    sub = await client.subscribe("orders", start=pb.First)
+    assert [m.data for m in await sub.collect(10, timeout=20)] == [
+        f"m{i}".encode() for i in range(10)
+    ]
+    await client.close()
