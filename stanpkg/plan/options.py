@@ -61,6 +61,13 @@ CHANNELS_KEYS = (
 )
 
 
+# The reference's Raft/bbolt tuning, moot in stanpkg's clustered mode (plan/rules.py warns).
+JETSTREAM_MANAGED_DOC = (
+    "Accepted for compatibility and ignored, with a warning: stanpkg's clustered mode "
+    "replicates through JetStream, which manages this itself (docs/clustering.md)."
+)
+
+
 @dataclass(frozen=True)
 class Option:
     path: str
@@ -647,6 +654,7 @@ OPTIONS: tuple[Option, ...] = (
         512,
         "Number of log entries to cache in memory to reduce disk IO (default: 512)",
         keys=("log_cache_size",),
+        doc=JETSTREAM_MANAGED_DOC,
         flags=("--cluster_log_cache_size",),
         minimum=0,
         range_error="log cache size cannot be negative (got {value})",
@@ -657,6 +665,7 @@ OPTIONS: tuple[Option, ...] = (
         2,
         "Number of log snapshots to retain (default: 2)",
         keys=("log_snapshots",),
+        doc=JETSTREAM_MANAGED_DOC,
         flags=("--cluster_log_snapshots",),
         minimum=0,
         range_error="log snapshots cannot be negative (got {value})",
@@ -667,6 +676,7 @@ OPTIONS: tuple[Option, ...] = (
         10240,
         "Number of log entries to leave after a snapshot and compaction",
         keys=("trailing_logs",),
+        doc=JETSTREAM_MANAGED_DOC,
         flags=("--cluster_trailing_logs",),
         minimum=0,
         range_error="trailing logs cannot be negative (got {value})",
@@ -685,6 +695,7 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Proceed to start the server if snapshot restoration fails",
         keys=("proceed_on_restore_failure",),
+        doc=JETSTREAM_MANAGED_DOC,
         flags=("--cluster_proceed_on_restore_failure",),
     ),
     Option(
@@ -745,6 +756,7 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Sync the free list of the Raft log store",
         keys=("bolt_free_list_sync",),
+        doc=JETSTREAM_MANAGED_DOC,
     ),
     Option(
         "cluster.bolt_free_list_map",
@@ -752,6 +764,7 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Use a map instead of an array for the free list of the Raft log store",
         keys=("bolt_free_list_map",),
+        doc=JETSTREAM_MANAGED_DOC,
     ),
     Option(
         "cluster.nodes_connections",
@@ -759,6 +772,7 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Use one NATS connection per peer for the Raft transport",
         keys=("nodes_connections",),
+        doc=JETSTREAM_MANAGED_DOC,
     ),
     # --- TLS to NATS -------------------------------------------------------------------
     Option(

@@ -207,7 +207,28 @@ def _shares_a_nats_cluster(ctx: Context) -> bool:
     )
 
 
+# The reference's Raft and bbolt tuning: JetStream replicates instead (its Raft is not
+# tunable), so these are accepted and ignored, with a word (clustering-jetstream.md §3).
+JETSTREAM_MANAGED = (
+    "log_cache_size",
+    "log_snapshots",
+    "trailing_logs",
+    "nodes_connections",
+    "bolt_free_list_sync",
+    "bolt_free_list_map",
+    "proceed_on_restore_failure",
+)
+
+
 def check_cluster(ctx: Context) -> None:
+    for name in JETSTREAM_MANAGED:
+        if ctx.is_set(("cluster", name)):
+            ctx.warning(
+                ("cluster", name),
+                f"cluster.{name} has no effect: stanpkg's clustered mode replicates "
+                "through JetStream, which manages this itself",
+                "jetstream",
+            )
     peers = ctx.value(("cluster", "peers"))
     if isinstance(peers, (list, tuple)):
         for peer in peers:
