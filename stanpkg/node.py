@@ -156,6 +156,32 @@ def resolve_cluster_identity(plan: Plan) -> Plan:
     )
 
 
+LOG_PATH_LOCK = "stanpkg.lock"
+
+
+def lock_cluster_log_path(plan: Plan) -> object | None:
+    """An exclusive lock on the node's cluster log path (its JetStream store): two nodes
+    given the same path would corrupt each other's replicas. Held until the process
+    exits; StartupError if another node holds it."""
+    if not (plan.cluster.clustered and plan.embedded_nats and plan.cluster.log_path):
+        return None
+    try:
+        import fcntl
+    except ImportError:  # Windows: nats-server's own store-directory check remains
+        return None
+    path = Path(plan.cluster.log_path)
+    path.mkdir(parents=True, exist_ok=True)
+    handle = open(path / LOG_PATH_LOCK, "a+b")  # noqa: SIM115 - kept open while running
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StartupError(
+            f'cluster log path "{plan.cluster.log_path}" is in use by another node'
+        ) from None
+    return handle
+
+
 class _Node:
     def __init__(self, plan: Plan, log: Logger) -> None:
         self.plan = plan
@@ -165,6 +191,7 @@ class _Node:
         self.monitor: MonitorServer | None = None
         self.done: asyncio.Future[int]
         self._nats_ready = asyncio.Event()
+        self._log_path_lock: object | None = None
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -200,6 +227,7 @@ class _Node:
     async def _start(self, server_id: str) -> None:
         log = self.log
         plan = self.plan = resolve_cluster_identity(self.plan)
+        self._log_path_lock = lock_cluster_log_path(plan)
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
         store = create_store(plan, log)

@@ -126,3 +126,46 @@ def test_an_external_nats_without_jetstream_is_refused(cluster: Cluster, nats_ur
     assert node.proc.wait(30) == 1
     assert "does not have JetStream enabled (clustered mode needs it)" in node.log()
     assert "Traceback" not in node.log()
+
+
+def test_a_node_id_already_in_use_is_refused(cluster: Cluster, jetstream_url: str) -> None:
+    common = ["-ns", jetstream_url, "-clustered", "-cluster_bootstrap", "-st", "file"]
+    first = cluster.start("first", [*common, "-cluster_node_id", "same", "-dir", "d1"])
+    first.wait_for(READY)
+    second = cluster.start("second", [*common, "-cluster_node_id", "same", "-dir", "d2"])
+    assert second.proc.wait(30) == 1
+    assert 'cluster node ID "same" is already in use by another node' in second.log()
+    assert first.proc.poll() is None
+
+
+def test_a_log_path_shared_by_two_nodes_is_refused(cluster: Cluster) -> None:
+    shared = ["-clustered", "-cluster_bootstrap", "-st", "file", "-cluster_log_path", "raft"]
+    first = cluster.start("first", [*shared, "-cluster_node_id", "n1", "-dir", "d1"])
+    first.wait_for(READY)
+    second = cluster.start("second", [*shared, "-cluster_node_id", "n2", "-dir", "d2"])
+    assert second.proc.wait(30) == 1
+    assert 'cluster log path "raft" is in use by another node' in second.log()
+    assert "Traceback" not in second.log()
+
+
+@pytest.mark.timeout(120)
+def test_peers_that_never_come_up_end_in_an_error_naming_them(cluster: Cluster) -> None:
+    node = cluster.start(
+        "lonely",
+        [
+            "-clustered",
+            "-cluster_node_id",
+            "a",
+            "-cluster_peers",
+            "b,c",
+            "-st",
+            "file",
+            "-dir",
+            "store",
+        ],
+    )
+    node.wait_for("---------- Store Limits ----------")
+    assert node.proc.wait(100) == 1
+    log = node.log()
+    assert "the cluster did not form within 60 s (peers: b, c; 3 replicas wanted)" in log
+    assert "Traceback" not in log

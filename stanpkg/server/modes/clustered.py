@@ -12,11 +12,19 @@ from typing import TYPE_CHECKING
 from stanpkg.server.errors import StartupError
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import StoreError
+from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
     from stanpkg.server.server import StreamingServer
 
-__all__ = ["Clustered"]
+__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "node_subject"]
+
+NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
+
+
+def node_subject(cluster_id: str, node_id: str) -> str:
+    """Where a running node answers for its node ID (so that a second one is refused)."""
+    return f"_STAN.node.{cluster_id}.{node_id}"
 
 
 class Clustered(ServingMode):
@@ -25,6 +33,7 @@ class Clustered(ServingMode):
         self.log_path = log_path
         self.peers = peers
         self._leading = False
+        self._sid: int | None = None
 
     @property
     def state_name(self) -> str:
@@ -37,6 +46,25 @@ class Clustered(ServingMode):
     @property
     def standing_by(self) -> bool:
         return not self._leading
+
+    async def before_recovery(self, server: StreamingServer) -> None:
+        """Refuse to run beside a node with the same ID (its lease would be ours), then
+        answer for this ID."""
+        subject = node_subject(server.plan.cluster_id, self.node_id)
+        try:
+            await server.conn.request(subject, b"", NODE_PROBE_TIMEOUT)
+        except (NatsError, TimeoutError):
+            pass
+        else:
+            raise StartupError(
+                f'cluster node ID "{self.node_id}" is already in use by another node'
+            )
+        self._sid = server.conn.subscribe(
+            subject, lambda _s, reply, _d: server.conn.publish(reply, b"") if reply else None
+        )
+
+    async def stop(self) -> None:
+        self._sid = None  # the server's connection closes with it
 
     async def before_listening(self, server: StreamingServer) -> None:
         log = server.log
