@@ -61,6 +61,14 @@ SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
         lambda t: t.subscriptions,
     ),
     (Family("nss_server_clients", "counter", "Total clients"), lambda t: t.clients),
+    (
+        Family(
+            "nss_server_leader_promotions",
+            "counter",
+            "Times this node became the cluster's serving node (stanpkg)",
+        ),
+        lambda t: t.leader_promotions,
+    ),
     # stanpkg extra
     (
         Family("nss_server_msgs_redelivered", "counter", "Messages sent again (stanpkg)"),

@@ -70,6 +70,7 @@ class ServerTotals(NamedTuple):
     out_msgs: int
     out_bytes: int
     redelivered_msgs: int
+    leader_promotions: int  # times this node became the cluster's serving node
 
 
 def _redelivered_pending(sub: Subscription) -> int:
@@ -266,4 +267,5 @@ class ServerView:
             out_msgs=stats.out_msgs if stats is not None else 0,
             out_bytes=stats.out_bytes if stats is not None else 0,
             redelivered_msgs=stats.redelivered_msgs if stats is not None else 0,
+            leader_promotions=server.mode.promotions,
         )

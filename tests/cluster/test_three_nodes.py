@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -58,6 +59,13 @@ async def test_a_stan_client_on_a_follower_does_everything(
     followers = [n for n in nodes if n is not leader]
     assert role(leader) == "Leader"
     assert [role(n) for n in followers] == ["Follower", "Follower"]
+    for node, active in ((leader, 1), *((f, 0) for f in followers)):
+        status, body = node.http("/metrics")
+        metrics = body.decode()
+        assert status == 200
+        assert "nss_server_active{server_id=" in metrics
+        assert re.search(rf"^nss_server_active{{[^}}]*}} {active}$", metrics, re.M)
+        assert re.search(rf"^nss_server_leader_promotions{{[^}}]*}} {active}$", metrics, re.M)
     url = followers[0].url
     cid = cluster.cluster_id
     assert (await run_scenario("pubsub", url, cid, count=300))["seqs"] == list(range(1, 301))

@@ -24,6 +24,11 @@ class ServingMode(ABC):
         """The reference's state name while running (monitoring's ``state``)."""
 
     @property
+    def promotions(self) -> int:
+        """How many times this node became the cluster's serving node."""
+        return 0
+
+    @property
     def role(self) -> str:
         """The Raft-style role monitoring reports (``Leader``/``Follower``); "" when the
         mode has none."""

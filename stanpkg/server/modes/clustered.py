@@ -40,6 +40,12 @@ class Clustered(ServingMode):
         return "CLUSTERED"
 
     @property
+    def promotions(self) -> int:
+        # A node that loses the lease stops: at most one promotion per process, and a
+        # restarted node counts from 0 (Prometheus' increase() sees each).
+        return 1 if self._leading else 0
+
+    @property
     def role(self) -> str:
         return "Leader" if self._leading else "Follower"
 
