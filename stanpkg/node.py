@@ -109,7 +109,11 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
         trace=ns.trace,
         passthrough=ns.passthrough,
         server_name=cluster.node_id if clustered else "",
-        jetstream_dir=cluster.log_path if clustered else "",
+        # The reference's default log path, relative to the working directory (which the
+        # child shares); resolve_cluster_identity normally settles it first.
+        jetstream_dir=(cluster.log_path or f"{plan.cluster_id}/{cluster.node_id}")
+        if clustered
+        else "",
         jetstream_sync_always=clustered and cluster.sync,
     )
 
