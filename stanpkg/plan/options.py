@@ -61,11 +61,11 @@ CHANNELS_KEYS = (
 )
 
 
-# The reference's Raft/bbolt tuning, moot in stanpkg's clustered mode (plan/rules.py warns).
-JETSTREAM_MANAGED_DOC = (
-    "Accepted for compatibility and ignored, with a warning: stanpkg's clustered mode "
-    "replicates through JetStream, which manages this itself (docs/clustering.md)."
-)
+def _moot_in_clustered_mode(instead: str) -> str:
+    """The doc of one of the reference's Raft/bbolt tuning options (plan/rules.py warns)."""
+    return (
+        f"Accepted for compatibility and ignored, with a warning: {instead} (docs/clustering.md)."
+    )
 
 
 @dataclass(frozen=True)
@@ -621,6 +621,9 @@ OPTIONS: tuple[Option, ...] = (
         "",
         "ID of the node within the cluster if there is no stored ID (default: random UUID)",
         keys=("node_id",),
+        doc="ID of the node within the cluster if there is no stored ID (default: a unique ID). "
+        "It names the embedded nats-server among its JetStream peers (`server_name`); once "
+        "used it is kept in the store directory and the configured one is ignored",
         flags=("--cluster_node_id",),
     ),
     Option(
@@ -630,6 +633,7 @@ OPTIONS: tuple[Option, ...] = (
         "Bootstrap the cluster if there is no existing state by electing self as leader "
         "(default: false)",
         keys=("bootstrap",),
+        doc="Start a one-node cluster when there are no peers (JetStream replicas: 1)",
         flags=("--cluster_bootstrap",),
     ),
     Option(
@@ -638,6 +642,8 @@ OPTIONS: tuple[Option, ...] = (
         (),
         "Comma separated list of cluster peer node IDs to bootstrap cluster state",
         keys=("peers",),
+        doc="Node IDs of the other nodes (comma-separated on the command line). Every channel "
+        "and record is replicated on 1 + peers nodes, at most 5 (JetStream's limit)",
         flags=("--cluster_peers",),
     ),
     Option(
@@ -646,6 +652,9 @@ OPTIONS: tuple[Option, ...] = (
         "",
         "Directory to store log replication data",
         keys=("log_path",),
+        doc="The node's JetStream store (the embedded nats-server's `store_dir`), relative to "
+        "the working directory; never shared by two nodes",
+        default_doc="the cluster ID/the node ID, in the working directory",
         flags=("--cluster_log_path",),
     ),
     Option(
@@ -654,7 +663,7 @@ OPTIONS: tuple[Option, ...] = (
         512,
         "Number of log entries to cache in memory to reduce disk IO (default: 512)",
         keys=("log_cache_size",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode("JetStream caches its own Raft log"),
         flags=("--cluster_log_cache_size",),
         minimum=0,
         range_error="log cache size cannot be negative (got {value})",
@@ -665,7 +674,7 @@ OPTIONS: tuple[Option, ...] = (
         2,
         "Number of log snapshots to retain (default: 2)",
         keys=("log_snapshots",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode("JetStream snapshots and compacts its Raft logs itself"),
         flags=("--cluster_log_snapshots",),
         minimum=0,
         range_error="log snapshots cannot be negative (got {value})",
@@ -676,7 +685,7 @@ OPTIONS: tuple[Option, ...] = (
         10240,
         "Number of log entries to leave after a snapshot and compaction",
         keys=("trailing_logs",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode("JetStream snapshots and compacts its Raft logs itself"),
         flags=("--cluster_trailing_logs",),
         minimum=0,
         range_error="trailing logs cannot be negative (got {value})",
@@ -687,6 +696,8 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Do a file sync after every write to the replication log and message store",
         keys=("sync",),
+        doc="Sync every write to disk: the embedded JetStream runs with `sync_interval: always`. "
+        "Without it an acknowledged message is on a quorum of nodes, in memory or the page cache",
         flags=("--cluster_sync",),
     ),
     Option(
@@ -695,7 +706,10 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Proceed to start the server if snapshot restoration fails",
         keys=("proceed_on_restore_failure",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode(
+            "there is no snapshot to restore; a node that was down catches up from its "
+            "JetStream peers"
+        ),
         flags=("--cluster_proceed_on_restore_failure",),
     ),
     Option(
@@ -720,6 +734,7 @@ OPTIONS: tuple[Option, ...] = (
         2_000_000_000,
         "Raft heartbeat timeout",
         keys=("raft_heartbeat_timeout",),
+        doc="Checked as the Go server checks it; JetStream's own Raft timings are not tunable",
         minimum=1,
         range_error="raft heartbeat timeout must be positive (got {value})",
     ),
@@ -729,6 +744,8 @@ OPTIONS: tuple[Option, ...] = (
         2_000_000_000,
         "Raft election timeout",
         keys=("raft_election_timeout",),
+        doc="With `raft_lease_timeout`, the serving node's lease time: the larger of twice this "
+        "and `raft_lease_timeout`",
         minimum=1,
         range_error="raft election timeout must be positive (got {value})",
     ),
@@ -738,6 +755,8 @@ OPTIONS: tuple[Option, ...] = (
         1_000_000_000,
         "Raft leader lease timeout",
         keys=("raft_lease_timeout",),
+        doc="With `raft_election_timeout`, the serving node's lease time: the larger of this and "
+        "twice `raft_election_timeout`",
         minimum=1,
         range_error="raft lease timeout must be positive (got {value})",
     ),
@@ -747,6 +766,7 @@ OPTIONS: tuple[Option, ...] = (
         100_000_000,
         "Raft commit timeout",
         keys=("raft_commit_timeout",),
+        doc="Checked as the Go server checks it; JetStream's own Raft timings are not tunable",
         minimum=1,
         range_error="raft commit timeout must be positive (got {value})",
     ),
@@ -756,7 +776,9 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Sync the free list of the Raft log store",
         keys=("bolt_free_list_sync",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode(
+            "there is no bbolt log store; JetStream keeps its files in `log_path`"
+        ),
     ),
     Option(
         "cluster.bolt_free_list_map",
@@ -764,7 +786,9 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Use a map instead of an array for the free list of the Raft log store",
         keys=("bolt_free_list_map",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode(
+            "there is no bbolt log store; JetStream keeps its files in `log_path`"
+        ),
     ),
     Option(
         "cluster.nodes_connections",
@@ -772,7 +796,9 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "Use one NATS connection per peer for the Raft transport",
         keys=("nodes_connections",),
-        doc=JETSTREAM_MANAGED_DOC,
+        doc=_moot_in_clustered_mode(
+            "JetStream's replication uses the NATS routes between the nodes"
+        ),
     ),
     # --- TLS to NATS -------------------------------------------------------------------
     Option(

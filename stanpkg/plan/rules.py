@@ -209,6 +209,7 @@ def _shares_a_nats_cluster(ctx: Context) -> bool:
 
 # The reference's Raft and bbolt tuning: JetStream replicates instead (its Raft is not
 # tunable), so these are accepted and ignored, with a word (clustering-jetstream.md §3).
+# Not clustered, every cluster option is ignored silently, as the reference does.
 JETSTREAM_MANAGED = (
     "log_cache_size",
     "log_snapshots",
@@ -221,7 +222,7 @@ JETSTREAM_MANAGED = (
 
 
 def check_cluster(ctx: Context) -> None:
-    for name in JETSTREAM_MANAGED:
+    for name in JETSTREAM_MANAGED if clustered(ctx) else ():
         if ctx.is_set(("cluster", name)):
             ctx.warning(
                 ("cluster", name),

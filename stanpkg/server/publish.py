@@ -214,6 +214,14 @@ class PublishPipeline:
                     self._reply_error(reply, guid, str(exc))
                     continue
                 group = groups[name] = _ChannelBatch(channel, now)
+            if group.dedupe is not None and guid:
+                if guid in group.seen or group.dedupe(guid):
+                    # A resend of a message the store already has (a clustered store
+                    # keeps recent publish IDs across a failover): acknowledged with
+                    # the batch, not stored again.
+                    group.acks.append((reply, guid))
+                    continue
+                group.seen.add(guid)
             group.seq += 1
             # A new message object each time: a reused upb message keeps every value
             # ever assigned to it in its arena (it would leak the payloads).
@@ -227,11 +235,13 @@ class PublishPipeline:
                 ).SerializeToString()
             )
             group.acks.append((reply, guid))
+            group.guids.append(guid)
         stored: list[_ChannelBatch] = []
         for group in groups.values():
             channel = group.channel
             try:
-                channel.msgs.store(group.records, [group.stamp] * len(group.records))
+                stamps = [group.stamp] * len(group.records)
+                channel.msgs.store(group.records, stamps, group.guids)
             except StoreError as exc:
                 group.error = str(exc)
                 server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
@@ -276,7 +286,17 @@ class PublishPipeline:
 class _ChannelBatch:
     """The messages of one publish batch for one channel (encoded by ``_process``)."""
 
-    __slots__ = ("acks", "channel", "error", "records", "seq", "stamp")
+    __slots__ = (
+        "acks",
+        "channel",
+        "dedupe",
+        "error",
+        "guids",
+        "records",
+        "seen",
+        "seq",
+        "stamp",
+    )
 
     def __init__(self, channel: Channel, now: int) -> None:
         self.channel = channel
@@ -286,5 +306,9 @@ class _ChannelBatch:
         self.stamp = max(now, channel.last_ts)
         channel.last_ts = self.stamp
         self.records: list[bytes] = []
+        self.guids: list[str] = []
         self.acks: list[tuple[str, str]] = []
+        msgs = channel.msgs
+        self.dedupe = msgs.has_guid if msgs.deduplicates else None
+        self.seen: set[str] = set()
         self.error = ""

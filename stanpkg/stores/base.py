@@ -188,10 +188,14 @@ class MessageStore(ABC):
         """(number of stored messages, their total size as the store counts it)."""
 
     @abstractmethod
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         """Append encoded MsgProtos with sequences ``last_sequence + 1 …``, then drop the
         oldest messages while ``max_msgs``/``max_bytes`` are exceeded (keeping at least
-        the newest). Raises :class:`StoreError` if nothing could be stored."""
+        the newest). Raises :class:`StoreError` if nothing could be stored. ``guids`` are
+        the publishers' message IDs, for a store that deduplicates (see
+        :attr:`deduplicates`); others ignore them."""
 
     @abstractmethod
     def lookup(self, sequence: int) -> bytes | None:
@@ -207,6 +211,14 @@ class MessageStore(ABC):
         """Remove messages with ``now - timestamp >= max_age`` (oldest first; all may
         go). Returns the timestamp of the oldest remaining message, 0 if none (or if
         the channel has no age limit), so the caller can arm its next check."""
+
+    #: True when the store remembers recent publish IDs (``guids`` of :meth:`store`): the
+    #: server then asks :meth:`has_guid` and acknowledges a resend without storing it.
+    deduplicates: bool = False
+
+    def has_guid(self, guid: str) -> bool:
+        """Whether a message with this publish ID was stored recently."""
+        return False
 
     def locate(self, sequence: int) -> str:
         """Where the stored message is, for error texts (the FILE store names its file

@@ -116,6 +116,10 @@ class EncryptingMessageStore(MessageStore):
         self._owner = owner
         self._recent = RecentRecords(RECENT_MAX_MSGS, RECENT_MAX_BYTES, RECENT_IDLE_SECONDS)
         self._lookup_errors: set[int] = set()
+        self.deduplicates = inner.deduplicates
+
+    def has_guid(self, guid: str) -> bool:
+        return self.inner.has_guid(guid)
 
     @property
     def first_sequence(self) -> int:
@@ -132,12 +136,14 @@ class EncryptingMessageStore(MessageStore):
     def state(self) -> tuple[int, int]:
         return self.inner.state()
 
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         if not records:
             return
         inner, cipher = self.inner, self.cipher
         first = inner.last_sequence + 1
-        inner.store([encrypt_record(r, cipher) for r in records], timestamps)
+        inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
         now = time.monotonic()
         recent = self._recent
         recent.remember(records, first, now)

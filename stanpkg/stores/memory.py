@@ -95,7 +95,9 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         self._firsts.append(first)
         return seg
 
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         if not records:
             return
         seg = self._segments[-1] if self._segments else None

@@ -169,3 +169,40 @@ def test_peers_that_never_come_up_end_in_an_error_naming_them(cluster: Cluster) 
     log = node.log()
     assert "the cluster did not form within 60 s (peers: b, c; 3 replicas wanted)" in log
     assert "Traceback" not in log
+
+
+async def test_a_resend_after_a_takeover_is_acknowledged_not_stored_again(
+    cluster: Cluster, jetstream_url: str
+) -> None:
+    """The client resends a message whose PubAck it never saw (same publish ID) to the
+    node that took over: acknowledged, stored once. The Go server stores it twice."""
+    common = ["-ns", jetstream_url, "-clustered", "-cluster_bootstrap", "-st", "file"]
+    first = cluster.start("first", [*common, "-cluster_node_id", "n1", "-dir", "n1"])
+    first.wait_for(READY)
+    second = cluster.start("second", [*common, "-cluster_node_id", "n2", "-dir", "n2"])
+    second.wait_for("---------- Store Limits ----------")
+    cid = cluster.cluster_id
+    client = await StanClient.connect(jetstream_url, cid, "resender")
+    channel_subject = f"{client.resp.pubPrefix}.orders"
+    for guid in ("g1", "g2", "g1"):  # a resend to the same leader too
+        ack = await client.raw_publish(
+            client.pub_msg("orders", guid.encode(), guid=guid), channel_subject
+        )
+        assert ack.error == "" and ack.guid == guid
+    await client.close()
+    first.stop(signal.SIGKILL)
+    second.wait_for(READY, timeout=20)
+    client = await StanClient.connect(jetstream_url, cid, "resender2")
+    channel_subject = f"{client.resp.pubPrefix}.orders"
+    ack = await client.raw_publish(client.pub_msg("orders", b"g2", guid="g2"), channel_subject)
+    assert ack.error == "" and ack.guid == "g2"
+    ack = await client.raw_publish(client.pub_msg("orders", b"g3", guid="g3"), channel_subject)
+    assert ack.error == ""
+    sub = await client.subscribe("orders", start=pb.First)
+    assert [(m.sequence, m.data) for m in await sub.collect(3)] == [
+        (1, b"g1"),
+        (2, b"g2"),
+        (3, b"g3"),
+    ]
+    await sub.assert_nothing(0.5)
+    await client.close()

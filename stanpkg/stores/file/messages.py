@@ -90,7 +90,9 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             self.env.pool, self.channel_dir, number, self.env.crc, cfg.buffer_size
         )
 
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         total = len(records)
         if not total:
             return

@@ -125,11 +125,13 @@ class ChannelStream:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, sequence: int, reply: str, timestamp: int, payload: bytes) -> None:
+    def append(
+        self, sequence: int, reply: str, timestamp: int, payload: bytes, guid: str = ""
+    ) -> None:
         headers = {
-            # Resending the same write (after a lost reply) is recognised as a duplicate
-            # of this leadership's own write instead of stored twice.
-            "Nats-Msg-Id": f"{self.writer_id}:{sequence}",
+            # The publisher's message ID: a resend of the same write (after a lost reply)
+            # is recognised by JetStream as a duplicate instead of stored twice.
+            "Nats-Msg-Id": guid or f"{self.writer_id}:{sequence}",
             "Nats-Expected-Last-Sequence": str(sequence - 1),
             HEADER_TIMESTAMP: str(timestamp),
         }
@@ -189,9 +191,9 @@ class ChannelStream:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def read(self, first: int, last: int) -> AsyncIterator[bytes]:
-        """The MsgProto records of sequences first..last still in the stream (an ordered
-        consumer: one flow of messages, not a request per message)."""
+    async def read(self, first: int, last: int) -> AsyncIterator[tuple[bytes, str]]:
+        """The MsgProto records of sequences first..last still in the stream, each with
+        its publish ID (an ordered consumer: one flow, not a request per message)."""
         if last < first or last == 0:
             return
         js = self._link.js
@@ -212,13 +214,14 @@ class ChannelStream:
                 if sequence > last:
                     break
                 headers = msg.headers or {}
-                yield pb.MsgProto(
+                record = pb.MsgProto(
                     sequence=sequence,
                     subject=self.channel,
                     reply=headers.get(HEADER_REPLY, ""),
                     data=msg.data,
                     timestamp=int(headers.get(HEADER_TIMESTAMP, "0")),
                 ).SerializeToString()
+                yield record, headers.get("Nats-Msg-Id", "")
                 if sequence >= last:
                     break
         finally:

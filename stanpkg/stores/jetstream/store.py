@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ from stanpkg.stores.base import (
     SubRecord,
     SubscriptionStore,
 )
-from stanpkg.stores.jetstream.channel_streams import ChannelStream, StreamFenced
+from stanpkg.stores.jetstream.channel_streams import DUPLICATE_WINDOW, ChannelStream, StreamFenced
 from stanpkg.stores.jetstream.leader_lease import Lease
 from stanpkg.stores.jetstream.nats_link import JetStreamLink
 from stanpkg.stores.jetstream.state_map import ReplicatedMap, kv_key, kv_key_parts
@@ -244,10 +245,12 @@ class ClusteredStore(Store):
         first, last = await msgs.stream.ensure()
         records: list[bytes] = []
         stamps: list[int] = []
-        async for record in msgs.stream.read(first, last):
+        guids: list[str] = []
+        async for record, guid in msgs.stream.read(first, last):
             records.append(record)
             stamps.append(pb.MsgProto.FromString(record).timestamp)
-        msgs.restore(first, last, records, stamps)
+            guids.append(guid)
+        msgs.restore(first, last, records, stamps, guids)
 
     # -- the Store interface --------------------------------------------------------------
 
@@ -386,6 +389,8 @@ class ReplicatedMessages(MessageStore):
     a batch that fails leaves no trace, and memory is then brought level with the stream
     (a write whose reply was lost may have been stored)."""
 
+    deduplicates = True
+
     def __init__(self, cache: MemoryMessageStore, stream: ChannelStream) -> None:
         self.cache = cache
         self.limits = cache.limits
@@ -393,15 +398,23 @@ class ReplicatedMessages(MessageStore):
         self._stream_ready = False
         self._records: list[bytes] = []
         self._stamps: list[int] = []
+        self._guids: list[str] = []
         self._behind = False  # memory may lack messages the stream has
+        self._recent = RecentGuids(DUPLICATE_WINDOW)
 
-    def restore(self, first: int, last: int, records: list[bytes], stamps: list[int]) -> None:
+    def restore(
+        self, first: int, last: int, records: list[bytes], stamps: list[int], guids: list[str]
+    ) -> None:
         """The stream's content at promotion (contiguous: limits only drop the oldest)."""
         self._stream_ready = True
         self.stream.last_sequence = last
         self.cache.start_after(first - 1 if records else last)
         if records:
             self.cache.store(records, stamps)
+            self._recent.add_stamped(guids, stamps)
+
+    def has_guid(self, guid: str) -> bool:
+        return guid in self._recent or guid in self._guids
 
     @property
     def first_sequence(self) -> int:
@@ -418,14 +431,18 @@ class ReplicatedMessages(MessageStore):
     def state(self) -> tuple[int, int]:
         return self.cache.state()
 
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         first = self.last_sequence + 1
         append = self.stream.append
-        for offset, record in enumerate(records):
+        ids = guids or [""] * len(records)
+        for offset, (record, guid) in enumerate(zip(records, ids, strict=True)):
             msg = pb.MsgProto.FromString(record)
-            append(first + offset, msg.reply, msg.timestamp, msg.data)
+            append(first + offset, msg.reply, msg.timestamp, msg.data, guid)
         self._records.extend(records)
         self._stamps.extend(timestamps)
+        self._guids.extend(ids)
 
     def lookup(self, sequence: int) -> bytes | None:
         return self.cache.lookup(sequence)
@@ -437,8 +454,8 @@ class ReplicatedMessages(MessageStore):
         return self.cache.expire(now)  # the stream's max_age drops them there too
 
     async def flush(self) -> None:
-        records, stamps = self._records, self._stamps
-        self._records, self._stamps = [], []
+        records, stamps, guids = self._records, self._stamps, self._guids
+        self._records, self._stamps, self._guids = [], [], []
         try:
             if not self._stream_ready:
                 await self.stream.ensure()
@@ -455,6 +472,7 @@ class ReplicatedMessages(MessageStore):
             raise
         if records:
             self.cache.store(records, stamps)
+            self._recent.add_stamped(guids, stamps)
 
     async def _catch_up(self) -> None:
         last = await self.stream.stream_last()
@@ -462,16 +480,42 @@ class ReplicatedMessages(MessageStore):
         if last > have:
             records: list[bytes] = []
             stamps: list[int] = []
-            async for record in self.stream.read(have + 1, last):
+            guids: list[str] = []
+            async for record, guid in self.stream.read(have + 1, last):
                 records.append(record)
                 stamps.append(pb.MsgProto.FromString(record).timestamp)
+                guids.append(guid)
             if records:
                 self.cache.store(records, stamps)
+                self._recent.add_stamped(guids, stamps)
         self.stream.last_sequence = max(last, have)
         self._behind = False
 
     def close(self) -> None:
         self.cache.close()
+
+
+class RecentGuids:
+    """Publish IDs stored within the duplicate window (by the messages' timestamps), so
+    that a client's resend after a failover is acknowledged instead of stored again."""
+
+    def __init__(self, window: float) -> None:
+        self._window_ns = int(window * 1e9)
+        self._order: deque[tuple[int, str]] = deque()
+        self._ids: set[str] = set()
+
+    def __contains__(self, guid: str) -> bool:
+        return guid in self._ids
+
+    def add_stamped(self, guids: Sequence[str], stamps: Sequence[int]) -> None:
+        for guid, stamp in zip(guids, stamps, strict=True):
+            if guid:
+                self._order.append((stamp, guid))
+                self._ids.add(guid)
+        if self._order:
+            horizon = self._order[-1][0] - self._window_ns
+            while self._order and self._order[0][0] < horizon:
+                self._ids.discard(self._order.popleft()[1])
 
 
 @dataclass

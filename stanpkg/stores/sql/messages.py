@@ -163,7 +163,9 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def store(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+    def store(
+        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+    ) -> None:
         if not records:
             return
         self._prune()
