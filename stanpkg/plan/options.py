@@ -64,7 +64,8 @@ CHANNELS_KEYS = (
 def _moot_in_clustered_mode(instead: str) -> str:
     """The doc of one of the reference's Raft/bbolt tuning options (plan/rules.py warns)."""
     return (
-        f"Accepted for compatibility and ignored, with a warning: {instead} (docs/clustering.md)."
+        f"Accepted for compatibility and ignored (a warning when clustered): {instead} "
+        "(docs/clustering.md)."
     )
 
 
@@ -697,7 +698,8 @@ OPTIONS: tuple[Option, ...] = (
         "Do a file sync after every write to the replication log and message store",
         keys=("sync",),
         doc="Sync every write to disk: the embedded JetStream runs with `sync_interval: always`. "
-        "Without it an acknowledged message is on a quorum of nodes, in memory or the page cache",
+        "Without it an acknowledged message is on a quorum of nodes, in memory or the page "
+        "cache. An external NATS server's JetStream is configured by its operator",
         flags=("--cluster_sync",),
     ),
     Option(
