@@ -45,7 +45,7 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
 RATE = r"^\s*(?:NATS Streaming )?{label}: ([\d,]+) msgs/sec"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -65,7 +65,7 @@ def run_once(
 ) -> dict[str, float]:
     server_args, bench_args = SCENARIOS[scenario]
     store = tempfile.mkdtemp(prefix="side-by-side-")
-    port = _free_port()
+    port = free_port()
     argv = [*command, "-a", "127.0.0.1", "-p", str(port), "-cid", "bench", *server_args]
     if "file" in server_args:
         argv += ["-dir", os.path.join(store, "store")]
@@ -104,6 +104,11 @@ def run_once(
             proc.kill()
             proc.wait()
         shutil.rmtree(store, ignore_errors=True)
+    return parse_rates(out)
+
+
+def parse_rates(out: str) -> dict[str, float]:
+    """stan-bench's published and received msgs/sec."""
     rates = {}
     for label, key in (("Pub stats", "pub"), ("Sub stats", "sub")):
         found = re.search(RATE.format(label=re.escape(label)), out, re.M)

@@ -20,12 +20,12 @@ from collections.abc import AsyncIterator
 
 from nats.errors import Error as NatsPyError
 from nats.js import api
-from nats.js.errors import APIError, BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.nats_link import JetStreamLink
+from stanpkg.stores.jetstream.nats_link import JetStreamLink, PublishFailed
 
 __all__ = [
     "ChannelStream",
@@ -38,6 +38,7 @@ WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a failed expected-last-s
 DUPLICATE_WINDOW = 120.0  # seconds
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
 RETRY_INTERVAL = 0.25
+ATTEMPT_TIMEOUT = 5.0  # for the answers of one round of writes
 HEADER_REPLY = "Stan-Reply"
 HEADER_TIMESTAMP = "Stan-Timestamp"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -149,11 +150,10 @@ class ChannelStream:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         batch, self._queued = self._queued, []
-        js, subject = self._link.js, self.subject
+        pipeline, subject = self._link.pipeline, self.subject
         while batch:
-            results = await asyncio.gather(
-                *(js.publish(subject, data, headers=headers) for _, data, headers in batch),
-                return_exceptions=True,
+            results = await pipeline.publish_all(
+                subject, [(data, headers) for _, data, headers in batch], ATTEMPT_TIMEOUT
             )
             done = 0
             failure: BaseException | None = None
@@ -161,15 +161,15 @@ class ChannelStream:
                 if isinstance(result, BaseException):
                     failure = result
                     break
-                if result.seq != sequence:
-                    raise StreamFenced(f"stream {self.name} stored {sequence} as {result.seq}")
+                if result != sequence:
+                    raise StreamFenced(f"stream {self.name} stored {sequence} as {result}")
                 done += 1
             if done:
                 self.last_sequence = batch[done - 1][0]
                 batch = batch[done:]
             if failure is None:
                 break
-            if isinstance(failure, APIError) and failure.err_code == WRONG_LAST_SEQUENCE:
+            if isinstance(failure, PublishFailed) and failure.err_code == WRONG_LAST_SEQUENCE:
                 last = await self.stream_last()
                 if last != batch[0][0] - 1:
                     raise StreamFenced(

@@ -16,6 +16,8 @@ from stanpkg.stores.jetstream.nats_link import JetStreamLink
 __all__ = ["ReplicatedMap", "kv_key", "kv_key_parts"]
 
 _DELETE = None
+WRITE_BUDGET = 15.0  # seconds of retries while the bucket elects a new leader
+RETRY_INTERVAL = 0.25
 
 
 def kv_key(kind: str, *parts: str) -> str:
@@ -73,8 +75,10 @@ class ReplicatedMap:
     def delete(self, key: str) -> None:
         self._queued[key] = _DELETE
 
-    async def flush(self) -> None:
-        """Write everything queued at once (concurrent requests, one ack each)."""
+    async def flush(self, budget: float = WRITE_BUDGET) -> None:
+        """Write everything queued at once (concurrent requests, one ack each), retrying
+        what failed while the bucket elects a leader (after a node died), for ``budget``
+        seconds at most; then StoreError, the failed records kept for the next flush."""
         if not self._queued:
             return
         batch, self._queued = self._queued, {}
@@ -86,11 +90,27 @@ class ReplicatedMap:
             else:
                 await kv.put(key, value)
 
-        results = await asyncio.gather(
-            *(write(key, value) for key, value in batch.items()), return_exceptions=True
-        )
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:
-            for key, value in batch.items():  # keep them for the next flush
-                self._queued.setdefault(key, value)
-            raise StoreError(f"unable to replicate {len(failed)} record(s): {failed[0]}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        while True:
+            items = list(batch.items())
+            results = await asyncio.gather(
+                *(write(key, value) for key, value in items), return_exceptions=True
+            )
+            failed = {
+                key: value
+                for (key, value), result in zip(items, results, strict=True)
+                if isinstance(result, BaseException)
+            }
+            if not failed:
+                return
+            if loop.time() >= deadline:
+                for key, value in failed.items():  # kept for the next flush
+                    self._queued.setdefault(key, value)
+                first = next(r for r in results if isinstance(r, BaseException))
+                raise StoreError(f"unable to replicate {len(failed)} record(s): {first}")
+            await asyncio.sleep(RETRY_INTERVAL)
+            # A key written again meanwhile goes out with its newer value, not this one.
+            batch = {key: value for key, value in failed.items() if key not in self._queued}
+            if not batch:
+                return

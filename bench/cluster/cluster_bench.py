@@ -1,0 +1,119 @@
+"""Three-node clusters side by side: stanpkg's (on JetStream) and the Go reference's (its
+own Raft), started with the same Go flags on this host, loaded by the same Go
+``stan-bench`` through a follower's URL, alternating run by run.
+
+    STANPKG_REFERENCE_DIR=/tmp/goref python bench/cluster/cluster_bench.py --rounds 3
+
+Prints one JSON line per run, then medians and the ratio stanpkg / Go. The reference is
+built with ../shared/reference/build.sh (see bench/side_by_side.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
+sys.path.insert(0, str(ROOT / "bench"))
+from side_by_side import free_port, parse_rates  # noqa: E402 - a sibling script
+
+
+def start_cluster(
+    command: list[str], workdir: Path
+) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
+    routes = {name: free_port() for name in "abc"}
+    ports = {name: free_port() for name in "abc"}
+    procs = []
+    for name in "abc":
+        others = [n for n in "abc" if n != name]
+        argv = [
+            *command, "-a", "127.0.0.1", "-p", str(ports[name]), "-cid", "bench",
+            "-cluster", f"nats://127.0.0.1:{routes[name]}",
+            "-routes", ",".join(f"nats://127.0.0.1:{routes[o]}" for o in others),
+            "-clustered", "-cluster_node_id", name, "-cluster_peers", ",".join(others),
+            "-store", "file", "-dir", f"{name}/store", "-cluster_log_path", f"{name}/raft",
+        ]  # fmt: skip
+        log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        procs.append(subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        logs = [(workdir / f"{n}.log").read_bytes() for n in "abc"]
+        if any(b"Streaming Server is ready" in text for text in logs):
+            leader = next(i for i, text in enumerate(logs) if b"Streaming Server is ready" in text)
+            follower_ports = [ports[n] for i, n in enumerate("abc") if i != leader]
+            return procs, follower_ports
+        time.sleep(0.2)
+    stop(procs)
+    raise RuntimeError(f"no leader in 90 s: see {workdir}")
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float]:
+    workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
+    procs, followers = start_cluster(command, workdir)
+    try:
+        time.sleep(2)  # let the followers settle
+        out = subprocess.run(
+            [str(bench), "-s", f"nats://127.0.0.1:{followers[0]}", "-c", "bench", "-np", "1",
+             "-ns", "1", "-n", str(count), "-ms", "128", "-mpa", str(mpa), "foo"],
+            capture_output=True, text=True, timeout=900, check=False,
+        ).stdout  # fmt: skip
+    finally:
+        stop(procs)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return parse_rates(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("-n", "--count", type=int, default=50000)
+    parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
+    args = parser.parse_args()
+    reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
+    if not (reference / "stanbench").exists():
+        print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
+        return 2
+    servers = {
+        "stanpkg": [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"],
+        "go": [str(reference / "nats-streaming-server")],
+    }
+    results: dict[tuple[str, str], list[float]] = {}
+    for round_no in range(args.rounds):
+        names = list(servers) if round_no % 2 == 0 else list(servers)[::-1]
+        for name in names:
+            rates = run_once(servers[name], reference / "stanbench", args.count, args.mpa)
+            print(json.dumps({"round": round_no, "server": name, **rates}), flush=True)
+            for key, value in rates.items():
+                results.setdefault((name, key), []).append(value)
+    for key in ("pub", "sub"):
+        mine = statistics.median(results.get(("stanpkg", key), [0]))
+        theirs = statistics.median(results.get(("go", key), [0]))
+        ratio = mine / theirs if theirs else 0.0
+        print(f"{key}: stanpkg {mine:.0f} msgs/s, Go {theirs:.0f} msgs/s, ratio {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
