@@ -1,0 +1,8 @@
+"""The clustered store on JetStream: the connection (``link``), the lease that decides
+which node serves (``lease``), the replicated records in KV buckets (``kvmap``), and one
+stream per channel (``streams``). Everything replicated lives in JetStream; stanpkg runs
+no consensus of its own (docs/clustering.md)."""
+
+from stanpkg.stores.jetstream.link import JetStreamLink
+
+__all__ = ["JetStreamLink"]

@@ -1,0 +1,163 @@
+"""The clustered store's connection to JetStream, through nats-py (which speaks the
+JetStream and KV APIs: streams, key-value buckets with compare-and-set, ordered consumers).
+
+The connection reconnects forever with short waits: while a JetStream cluster elects a
+leader, or a node restarts, requests fail for a while and then work again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from typing import TYPE_CHECKING
+
+from nats.aio.client import Client
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import Error as NatsPyError
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, BucketNotFoundError, ServiceUnavailableError
+from nats.js.kv import KeyValue
+
+from stanpkg.stores.base import StoreError
+
+if TYPE_CHECKING:
+    from stanpkg.transport.endpoint import NatsEndpoint
+
+__all__ = ["JetStreamLink"]
+
+RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
+REQUEST_TIMEOUT = 5.0  # default for JetStream API requests
+JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039
+
+
+class JetStreamLink:
+    """One nats-py connection (``nc``) and its JetStream context (``js``)."""
+
+    def __init__(self, nc: Client, url: str) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(timeout=REQUEST_TIMEOUT)
+        self.url = url
+
+    @classmethod
+    async def open(
+        cls, endpoint: NatsEndpoint, *, name: str, timeout: float = 5.0
+    ) -> JetStreamLink:
+        """Connect (StoreError naming the URL when no server answers within ``timeout``)
+        and check that JetStream is there at all (StoreError if it is disabled). JetStream
+        may still be electing: :meth:`wait_ready` waits for it."""
+        nc = Client()
+        try:
+            # With unlimited reconnects nats-py retries the first connect forever too:
+            # the timeout is ours.
+            await asyncio.wait_for(_connect(nc, endpoint, name), timeout)
+        except (NatsPyError, OSError, TimeoutError) as exc:
+            cause = nc.last_error or exc
+            with contextlib.suppress(Exception):
+                await nc.close()
+            raise StoreError(
+                f"unable to connect to the NATS server at {endpoint.url} "
+                f"within {timeout:g} s: {_describe(cause)}"
+            ) from exc
+        link = cls(nc, endpoint.url)
+        try:
+            await link._check_jetstream_enabled(min(timeout, 2.0))
+        except BaseException:
+            await link.close()
+            raise
+        return link
+
+    async def _check_jetstream_enabled(self, timeout: float) -> None:
+        """No responders to the JetStream API means no server of the cluster runs
+        JetStream; an answer, an error or silence (an election) means it does."""
+        try:
+            await asyncio.wait_for(self.js.account_info(), timeout)
+        except (NatsPyError, TimeoutError) as exc:
+            if _jetstream_absent(exc):
+                raise self._not_enabled() from exc
+            # otherwise maybe electing: wait_ready decides
+
+    def _not_enabled(self) -> StoreError:
+        return StoreError(
+            f"the NATS server at {self.url} does not have JetStream enabled "
+            "(clustered mode needs it)"
+        )
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Until JetStream answers: a clustered JetStream needs its meta leader, i.e. a
+        quorum of its servers up and routed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                await asyncio.wait_for(self.js.account_info(), max(0.1, min(2.0, remaining)))
+                return
+            except ConnectionClosedError as exc:
+                raise StoreError(f"the connection to {self.url} is closed") from exc
+            except (NatsPyError, TimeoutError) as exc:
+                if _jetstream_absent(exc):
+                    raise self._not_enabled() from exc
+                failure = exc
+            if loop.time() >= deadline:
+                raise StoreError(
+                    f"JetStream at {self.url} is not available after {timeout:g} s "
+                    f"(are a majority of the cluster's servers running and routed?): "
+                    f"{_describe(failure)}"
+                )
+            await asyncio.sleep(min(RECONNECT_WAIT, max(0.0, deadline - loop.time())))
+
+    async def key_value(self, bucket: str, *, replicas: int) -> KeyValue:
+        """The bucket, created (history 1, ``replicas``) if missing. Several nodes may
+        create it at once: JetStream accepts the same configuration again."""
+        try:
+            return await self.js.key_value(bucket)
+        except BucketNotFoundError:
+            return await self.js.create_key_value(bucket=bucket, history=1, replicas=replicas)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+
+
+async def _connect(nc: Client, endpoint: NatsEndpoint, name: str) -> None:
+    tls = endpoint.tls
+    if tls is None and endpoint.tls_required:
+        tls = ssl.create_default_context()
+    await nc.connect(
+        [url.strip() for url in endpoint.url.split(",") if url.strip()],
+        name=name,
+        user=endpoint.user or None,
+        password=endpoint.password or None,
+        token=endpoint.token or None,
+        user_credentials=endpoint.credentials or None,
+        nkeys_seed=endpoint.nkey_seed_file or None,
+        tls=tls,
+        tls_hostname=endpoint.tls_hostname or None,
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=RECONNECT_WAIT,  # type: ignore[arg-type]  # nats-py says int
+        connect_timeout=2,
+        error_cb=_ignore,
+    )
+
+
+def _jetstream_absent(exc: BaseException) -> bool:
+    """No server answers the JetStream API (nats-py turns the "no responders" status into
+    a ServiceUnavailableError without a JetStream error code), or the account has no
+    JetStream. A cluster without its meta leader answers with an error code, or not
+    at all."""
+    if isinstance(exc, NoRespondersError):
+        return True
+    if isinstance(exc, ServiceUnavailableError) and exc.err_code is None:
+        return True
+    return isinstance(exc, APIError) and exc.err_code == JETSTREAM_NOT_ENABLED_FOR_ACCOUNT
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+async def _ignore(exc: Exception) -> None:
+    """Reconnection noise is expected while a cluster changes; failures surface as
+    errors of the requests that need the connection."""

@@ -1,0 +1,88 @@
+"""JetStreamLink against real nats-servers: with JetStream, without it, none at all, and
+a clustered JetStream that never elects its meta leader."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.transport.endpoint import NatsEndpoint
+from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
+from tests.transport.conftest import free_port
+
+
+async def test_open_and_wait_ready(jetstream_url: str) -> None:
+    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
+    try:
+        await link.wait_ready(5)
+        assert link.nc.is_connected
+        assert (await link.js.account_info()) is not None
+    finally:
+        await link.close()
+    assert link.nc.is_closed
+
+
+async def test_server_without_jetstream_is_refused(nats_url: str) -> None:
+    with pytest.raises(StoreError) as caught:
+        await JetStreamLink.open(NatsEndpoint(nats_url), name="link-test")
+    assert str(caught.value) == (
+        f"the NATS server at {nats_url} does not have JetStream enabled (clustered mode needs it)"
+    )
+
+
+async def test_unreachable_server_names_the_url() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    expected = re.escape(f"unable to connect to the NATS server at {url}")
+    with pytest.raises(StoreError, match=expected):
+        await JetStreamLink.open(NatsEndpoint(url), name="link-test", timeout=1.0)
+
+
+async def test_second_url_is_used_when_the_first_is_down(jetstream_url: str) -> None:
+    dead = f"nats://127.0.0.1:{free_port()}"
+    link = await JetStreamLink.open(NatsEndpoint(f"{dead},{jetstream_url}"), name="link-test")
+    try:
+        await link.wait_ready(5)
+    finally:
+        await link.close()
+
+
+async def test_wait_ready_times_out_without_a_quorum(tmp_path: Path) -> None:
+    # One server of a 3-server JetStream cluster whose peers never come up: no meta leader.
+    peers = ", ".join(f'"nats://127.0.0.1:{free_port()}"' for _ in range(2))
+    alone = start_jetstream_server(
+        tmp_path,
+        "lonely",
+        f'cluster {{ name: "jstest", listen: "127.0.0.1:{free_port()}", routes: [{peers}] }}\n',
+    )
+    try:
+        link = await JetStreamLink.open(NatsEndpoint(alone[1]), name="link-test")
+        try:
+            with pytest.raises(StoreError, match=re.escape("is not available after 1.5 s")):
+                await link.wait_ready(1.5)
+        finally:
+            await link.close()
+    finally:
+        stop_nats([alone])
+
+
+async def test_closed_link_is_reported(jetstream_url: str) -> None:
+    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
+    await link.close()
+    with pytest.raises(StoreError, match="is closed"):
+        await link.wait_ready(1)
+
+
+async def test_key_value_created_once_by_many_at_once(jetstream_url: str) -> None:
+    links = [await JetStreamLink.open(NatsEndpoint(jetstream_url), name=f"n{i}") for i in range(4)]
+    try:
+        buckets = await asyncio.gather(*(link.key_value("shared", replicas=1) for link in links))
+        await buckets[0].put("k", b"v")
+        assert (await buckets[3].get("k")).value == b"v"
+    finally:
+        for link in links:
+            await link.close()
