@@ -1,0 +1,187 @@
+"""The cluster's lease: the one node that holds it serves (the reference's Raft leader).
+
+A key in a replicated KV bucket holds the holder's ID. The holder renews it every third
+of the lease time with compare-and-set on its revision. A standby watches the key; when
+the revision has not changed for a whole lease time it takes the key over, also by
+compare-and-set on the revision it saw, so at most one contender wins. Time is measured
+only with each node's own monotonic clock: hosts need no clock agreement.
+
+A holder that has not renewed for 0.8 of the lease time gives up (self-fencing), counted
+from when it *sent* its last successful renewal: that is before the write was committed,
+so before any standby saw it, hence before any standby's lease time can run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from nats.errors import Error as NatsPyError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from stanpkg.stores.jetstream.link import JetStreamLink
+
+__all__ = ["Lease"]
+
+SELF_FENCE = 0.8  # of the lease time without a successful renewal
+RENEWALS_PER_TTL = 3
+RETRY_INTERVAL = 0.25  # after a failed request (no quorum, reconnecting)
+_DELETED = ("DEL", "PURGE")
+
+
+class Lease:
+    """Hold ``key`` of ``bucket`` as ``holder``; ``on_lost(reason)`` is called once when a
+    held lease is lost (taken over, or not renewable in time)."""
+
+    def __init__(
+        self,
+        link: JetStreamLink,
+        *,
+        bucket: str,
+        key: str,
+        holder: str,
+        ttl: float,
+        replicas: int,
+        on_lost: Callable[[str], None],
+    ) -> None:
+        self._link = link
+        self._bucket = bucket
+        self._key = key
+        self.me = holder
+        self.ttl = ttl
+        self._replicas = replicas
+        self._on_lost = on_lost
+        self._kv: KeyValue | None = None
+        self._revision = 0  # of our last write, while held
+        self._renewed_at = 0.0  # when the last successful write was sent (monotonic)
+        self._held = False
+        self._holder = ""
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    @property
+    def holder(self) -> str:
+        """The last holder seen ("" when none)."""
+        return self._holder
+
+    async def wait_until_held(self) -> None:
+        """Stand by until this node holds the lease; then renew it in the background."""
+        while True:
+            try:
+                if self._kv is None:
+                    self._kv = await self._link.key_value(self._bucket, replicas=self._replicas)
+                if await self._contend(self._kv):
+                    break
+            except (NatsPyError, TimeoutError):
+                pass  # no quorum or reconnecting right now: keep trying
+            await asyncio.sleep(RETRY_INTERVAL)
+        self._held = True
+        self._holder = self.me
+        self._renewer = asyncio.get_running_loop().create_task(self._renew(self._kv))
+
+    async def _contend(self, kv: KeyValue) -> bool:
+        """Watch the key and take it when free or lapsed; False to start over."""
+        loop = asyncio.get_running_loop()
+        watcher = await kv.watch(self._key)
+        try:
+            revision, self._holder = 0, ""
+            since = sent = loop.time()
+            while True:
+                # Absent or released (first come wins), ours from before a restart, or
+                # unchanged for a whole lease time: try to take it.
+                lapsed = loop.time() - since >= self.ttl
+                if not self._holder or self._holder == self.me or lapsed:
+                    sent = loop.time()
+                    if await self._take(kv, revision):
+                        self._renewed_at = sent
+                        return True
+                    # Someone was first (or the watch lagged): read what is there now.
+                    revision, self._holder = await self._read(kv)
+                    since = loop.time()
+                wait = max(0.01, since + self.ttl - loop.time())
+                try:
+                    entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
+                except TimeoutError:  # nats-py's is one too
+                    continue  # the lease time ran out: the loop tries to take it
+                if entry is None:
+                    continue  # the marker after the initial value
+                if entry.revision != revision:
+                    revision, since = entry.revision or 0, loop.time()
+                deleted = entry.operation in _DELETED or entry.value is None
+                self._holder = "" if deleted else entry.value.decode(errors="replace")
+        finally:
+            with contextlib.suppress(Exception):
+                await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _read(self, kv: KeyValue) -> tuple[int, str]:
+        try:
+            entry = await kv.get(self._key)
+        except KeyNotFoundError:  # also a deleted key
+            return 0, ""
+        return entry.revision or 0, (entry.value or b"").decode(errors="replace")
+
+    async def _take(self, kv: KeyValue, revision: int) -> bool:
+        try:
+            if self._holder and revision:
+                self._revision = await kv.update(self._key, self.me.encode(), last=revision)
+            else:
+                self._revision = await kv.create(self._key, self.me.encode())
+        except KeyWrongLastSequenceError:
+            return False
+        return True
+
+    async def _renew(self, kv: KeyValue) -> None:
+        loop = asyncio.get_running_loop()
+        period = self.ttl / RENEWALS_PER_TTL
+        while self._held:
+            fence_at = self._renewed_at + self.ttl * SELF_FENCE
+            await asyncio.sleep(max(0.0, min(period, fence_at - loop.time())))
+            sent = loop.time()
+            if sent >= fence_at:
+                self._lose(f"unable to renew the lease for {self.ttl * SELF_FENCE:.1f} s")
+                return
+            try:
+                self._revision = await asyncio.wait_for(
+                    kv.update(self._key, self.me.encode(), last=self._revision), fence_at - sent
+                )
+                self._renewed_at = sent
+            except KeyWrongLastSequenceError:
+                if not await self._own_write_landed(kv):
+                    self._lose(f"another node ({self._holder or 'none'}) took the lease over")
+                    return
+                self._renewed_at = sent
+            except (NatsPyError, TimeoutError):
+                pass  # retried until the fence
+
+    async def _own_write_landed(self, kv: KeyValue) -> bool:
+        """After a CAS failure: was it our own earlier renewal that timed out on our side
+        but was stored? Then the key still names us and we adopt its revision."""
+        with contextlib.suppress(NatsPyError, TimeoutError):
+            revision, self._holder = await asyncio.wait_for(self._read(kv), self.ttl / 4)
+            if self._holder == self.me:
+                self._revision = revision
+                return True
+        return False
+
+    def _lose(self, reason: str) -> None:
+        if self._held:
+            self._held = False
+            self._on_lost(reason)
+
+    async def release(self) -> None:
+        """On a graceful stop: delete the key (compare-and-set, so a lease taken over
+        meanwhile is left alone) and a standby takes over at once, not after ttl."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
+        if self._held and self._kv is not None:
+            self._held = False
+            with contextlib.suppress(NatsPyError, TimeoutError):
+                await asyncio.wait_for(self._kv.delete(self._key, last=self._revision), self.ttl)

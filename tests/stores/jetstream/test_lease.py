@@ -1,0 +1,197 @@
+"""The lease on real nats-servers: one holder at a time, takeover after a release (at
+once) or a death (after the lease time), self-fencing of a holder that cannot renew."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from stanpkg.stores.jetstream.lease import Lease
+from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.transport.endpoint import NatsEndpoint
+
+TTL = 1.0
+_buckets = itertools.count(1)
+
+
+@dataclass
+class Contender:
+    link: JetStreamLink
+    lease: Lease
+    lost: list[str] = field(default_factory=list)
+    lost_at: float = 0.0
+    task: asyncio.Task[None] | None = None
+
+    def start(self) -> asyncio.Task[None]:
+        self.task = asyncio.get_running_loop().create_task(self.lease.wait_until_held())
+        return self.task
+
+    async def die(self) -> None:
+        """As a killed process: no release, the connection gone."""
+        await self.link.close()
+
+
+class Race:
+    """Contenders for one fresh lease; every acquisition checks that nobody else holds."""
+
+    def __init__(self, url: str, ttl: float) -> None:
+        self.url = url
+        self.ttl = ttl
+        self.bucket = f"lease{next(_buckets)}_{time.monotonic_ns() % 10**6}"
+        self.contenders: list[Contender] = []
+        self.acquired: list[Contender] = []
+
+    async def add(self, name: str, url: str = "") -> Contender:
+        link = await JetStreamLink.open(NatsEndpoint(url or self.url), name=name)
+        holder: Contender
+
+        def on_lost(reason: str) -> None:
+            holder.lost.append(reason)
+            holder.lost_at = time.monotonic()
+
+        lease = Lease(
+            link, bucket=self.bucket, key="leader", holder=name, ttl=self.ttl,
+            replicas=1, on_lost=on_lost,
+        )  # fmt: skip
+        holder = Contender(link, lease)
+        self.contenders.append(holder)
+        return holder
+
+    def holders(self) -> list[Contender]:
+        return [c for c in self.contenders if c.lease.held]
+
+    async def next_holder(self, within: float) -> Contender:
+        """The contender that acquires next; fails if two hold at once."""
+        waiting = {c.task: c for c in self.contenders if c.task and c not in self.acquired}
+        done, _ = await asyncio.wait(waiting, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1, f"{len(done)} acquired the lease within {within} s"
+        winner = waiting[done.pop()]
+        assert winner.task is not None
+        winner.task.result()
+        assert self.holders() == [winner], [c.lease.me for c in self.holders()]
+        self.acquired.append(winner)
+        return winner
+
+    async def close(self) -> None:
+        for contender in self.contenders:
+            if contender.task is not None:
+                contender.task.cancel()
+            await contender.lease.release()
+            await contender.link.close()
+
+
+@asynccontextmanager
+async def race(url: str, ttl: float = TTL) -> AsyncIterator[Race]:
+    made = Race(url, ttl)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def test_single_contender_acquires_at_once(jetstream_url: str) -> None:
+    async with race(jetstream_url) as r:
+        a = await r.add("a")
+        a.start()
+        assert await r.next_holder(within=TTL / 2) is a
+        assert a.lease.held and a.lease.holder == "a"
+        await asyncio.sleep(TTL * 2)  # renewed meanwhile
+        assert a.lease.held and not a.lost
+
+
+async def test_two_contenders_one_holds(jetstream_url: str) -> None:
+    async with race(jetstream_url) as r:
+        a, b = await r.add("a"), await r.add("b")
+        a.start(), b.start()
+        first = await r.next_holder(within=TTL * 2)
+        other = b if first is a else a
+        await asyncio.sleep(TTL * 2.5)  # renewals keep the standby out
+        assert other.task is not None and not other.task.done()
+        assert not other.lease.held and other.lease.holder == first.lease.me
+        assert first.lease.held and not first.lost
+
+
+async def test_release_hands_over_at_once(jetstream_url: str) -> None:
+    ttl = 5.0  # so that waiting out the lease time would show
+    async with race(jetstream_url, ttl) as r:
+        a, b = await r.add("a"), await r.add("b")
+        a.start()
+        await r.next_holder(within=2)
+        b.start()
+        await asyncio.sleep(0.3)
+        await a.lease.release()
+        assert not a.lease.held and not a.lost
+        assert await r.next_holder(within=ttl / 2) is b
+
+
+async def test_dead_holder_is_taken_over_after_the_lease_time(jetstream_url: str) -> None:
+    async with race(jetstream_url) as r:
+        a, b = await r.add("a"), await r.add("b")
+        a.start()
+        await r.next_holder(within=2)
+        b.start()
+        await asyncio.sleep(TTL)
+        died = time.monotonic()
+        await a.die()
+        assert await r.next_holder(within=TTL * 5) is b
+        took_over = time.monotonic() - died
+        # The dead holder fenced itself before the standby could take over.
+        assert a.lost and "unable to renew" in a.lost[0]
+        assert a.lost_at < died + took_over + 0.001
+        assert took_over >= TTL * 0.5, took_over  # not before the lease lapsed
+        print(f"takeover {took_over:.2f} s after the holder died (ttl {TTL} s)")
+
+
+async def test_frozen_holder_is_taken_over(jetstream_url: str) -> None:
+    async with race(jetstream_url) as r:
+        a, b = await r.add("a"), await r.add("b")
+        a.start()
+        await r.next_holder(within=2)
+        b.start()
+        assert a.lease._renewer is not None
+        a.lease._renewer.cancel()  # renewals stop, the connection stays
+        a.lease._held = False  # the frozen process serves no more: not a second holder
+        assert await r.next_holder(within=TTL * 5) is b
+
+
+async def test_stale_holder_loses_on_its_next_renewal(jetstream_url: str) -> None:
+    async with race(jetstream_url) as r:
+        a = await r.add("a")
+        a.start()
+        await r.next_holder(within=2)
+        kv = await a.link.js.key_value(r.bucket)
+        await kv.put("leader", b"intruder")  # as a takeover seen from the old holder
+        deadline = time.monotonic() + TTL * 2
+        while not a.lost and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert a.lost == ["another node (intruder) took the lease over"]
+        assert not a.lease.held
+        await asyncio.sleep(TTL)
+        assert len(a.lost) == 1  # once
+        await a.lease.release()  # leaves the intruder's key alone
+        assert (await kv.get("leader")).value == b"intruder"
+
+
+@pytest.mark.slow
+async def test_never_two_holders_over_repeated_failovers(jetstream_url: str) -> None:
+    takeovers = []
+    async with race(jetstream_url) as r:
+        for name in "abc":
+            (await r.add(name)).start()
+        current = await r.next_holder(within=2)
+        for trial in range(10):
+            died = time.monotonic()
+            if trial % 2:
+                await current.die()
+            else:
+                await current.lease.release()
+            current = await r.next_holder(within=TTL * 5)
+            takeovers.append(time.monotonic() - died)
+            (await r.add(f"n{trial}")).start()  # as the one that left, restarted
+    print("takeovers (s):", " ".join(f"{t:.2f}" for t in takeovers))
