@@ -16,10 +16,11 @@ from nats.errors import Error as NatsPyError
 from nats.js.kv import KeyValue
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.link import JetStreamLink, Write
 
 __all__ = ["ReplicatedMap", "kv_key", "kv_key_parts"]
 
+WRITE_TIMEOUT = 5.0  # for the acks of one round of writes
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
 RETRY_INTERVAL = 0.25
 _DELETE_HEADERS = {"KV-Operation": "DEL"}
@@ -117,17 +118,17 @@ class ReplicatedMap:
         deadline = loop.time() + budget
         while True:
             items = list(batch.items())
-            results = await asyncio.gather(
-                *(self._write(key, value) for key, value in items), return_exceptions=True
+            results = await self._link.publish_all(
+                [self._write(key, value) for key, value in items], timeout=WRITE_TIMEOUT
             )
             failed = {
                 key: value
                 for (key, value), result in zip(items, results, strict=True)
-                if isinstance(result, BaseException)
+                if isinstance(result, Exception)
             }
             if not failed:
                 return
-            first = next(r for r in results if isinstance(r, BaseException))
+            first = next(r for r in results if isinstance(r, Exception))
             closed = isinstance(first, ConnectionClosedError) or self._link.nc.is_closed
             if closed or loop.time() >= deadline:
                 for key, value in failed.items():  # a newer write of the key wins
@@ -139,12 +140,9 @@ class ReplicatedMap:
             if not batch:
                 return
 
-    async def _write(self, key: str, value: bytes | None) -> None:
+    def _write(self, key: str, value: bytes | None) -> Write:
         subject = f"$KV.{self.bucket}.{key}"
-        if value is None:
-            await self._link.js.publish(subject, b"", headers=_DELETE_HEADERS)
-        else:
-            await self._link.js.publish(subject, value)
+        return (subject, b"", _DELETE_HEADERS) if value is None else (subject, value, None)
 
     def _failure(self, count: int, first: BaseException, closed: bool) -> str:
         if closed:

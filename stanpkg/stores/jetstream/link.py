@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
 import ssl
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import Error as NatsPyError
 from nats.js import JetStreamContext
@@ -24,11 +29,21 @@ from stanpkg.stores.base import StoreError
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
-__all__ = ["JetStreamLink"]
+__all__ = ["JetStreamLink", "PublishFailed", "Write"]
 
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 REQUEST_TIMEOUT = 5.0  # default for JetStream API requests
 JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039
+
+Write = tuple[str, bytes, Mapping[str, str] | None]  # subject, data, headers
+
+
+class PublishFailed(Exception):
+    """JetStream refused a write (``err_code`` 0: no answer, no stream or no leader)."""
+
+    def __init__(self, description: str, err_code: int = 0) -> None:
+        super().__init__(description)
+        self.err_code = err_code
 
 
 class JetStreamLink:
@@ -38,6 +53,10 @@ class JetStreamLink:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=REQUEST_TIMEOUT)
         self.url = url
+        self._reply_prefix = nc.new_inbox()
+        self._replies: Subscription | None = None
+        self._waiting: dict[str, asyncio.Future[int]] = {}
+        self._tokens = itertools.count(1)
 
     @classmethod
     async def open(
@@ -114,6 +133,75 @@ class JetStreamLink:
             return await self.js.key_value(bucket)
         except BucketNotFoundError:
             return await self.js.create_key_value(bucket=bucket, history=1, replicas=replicas)
+
+    async def publish_all(
+        self, writes: Sequence[Write], *, timeout: float
+    ) -> list[int | Exception]:
+        """Every write in flight at once on one reply subscription, then every answer: the
+        stored sequence, or the write's failure (PublishFailed, TimeoutError, a closed
+        connection). nats-py's ``js.publish`` pays a timer and a request per write and its
+        ``publish_async`` hangs on errors (nats.py issue 985)."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[int]] = []
+        try:
+            if self._replies is None:
+                self._replies = await self.nc.subscribe(
+                    f"{self._reply_prefix}.*", cb=self._on_reply
+                )
+            for subject, data, headers in writes:
+                token = str(next(self._tokens))
+                future: asyncio.Future[int] = loop.create_future()
+                self._waiting[token] = future
+                futures.append(future)
+                await self.nc.publish(
+                    subject,
+                    data,
+                    reply=f"{self._reply_prefix}.{token}",
+                    headers=dict(headers) if headers else None,
+                )
+            await self.nc.flush(timeout=max(1, int(timeout)))
+        except (NatsPyError, OSError) as exc:
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+            failures: list[int | Exception] = [exc] * (len(writes) - len(futures))
+        else:
+            failures = []
+        if futures:
+            await asyncio.wait(futures, timeout=timeout)
+        results: list[int | Exception] = []
+        for future in futures:
+            if not future.done():
+                future.cancel()
+                results.append(TimeoutError(f"no answer from JetStream within {timeout:g} s"))
+            elif (failure := future.exception()) is not None:
+                results.append(failure if isinstance(failure, Exception) else PublishFailed(""))
+            else:
+                results.append(future.result())
+        self._waiting = {t: f for t, f in self._waiting.items() if not f.done()}
+        return results + failures
+
+    async def _on_reply(self, msg: Msg) -> None:
+        future = self._waiting.pop(msg.subject.rpartition(".")[2], None)
+        if future is None or future.done():
+            return
+        status = (msg.headers or {}).get("Status", "")
+        if status and not msg.data:  # 503: nobody stores this subject right now
+            future.set_exception(
+                PublishFailed(f"nats: status {status} (no stream for the subject, or no leader)")
+            )
+            return
+        try:
+            answer = json.loads(msg.data)
+        except ValueError:
+            future.set_exception(PublishFailed(f"unreadable answer: {msg.data[:80]!r}"))
+            return
+        error = answer.get("error")
+        if error:
+            description = str(error.get("description", error))
+            future.set_exception(PublishFailed(description, int(error.get("err_code", 0))))
+        else:
+            future.set_result(int(answer.get("seq", 0)))
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
+from nats.errors import ConnectionClosedError
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed, Write
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
 from tests.transport.conftest import free_port
@@ -86,3 +87,23 @@ async def test_key_value_created_once_by_many_at_once(jetstream_url: str) -> Non
     finally:
         for link in links:
             await link.close()
+
+
+async def test_publish_all_answers_each_write(jetstream_url: str) -> None:
+    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
+    try:
+        await link.js.add_stream(name="pipelined", subjects=["pipelined.>"])
+        writes: list[Write] = [("pipelined.a", f"m{i}".encode(), None) for i in range(500)]
+        writes.append(("pipelined.b", b"stale", {"Nats-Expected-Last-Sequence": "1"}))
+        writes.append(("nostream.here", b"lost", None))
+        results = await link.publish_all(writes, timeout=5)
+        assert results[:500] == list(range(1, 501))
+        stale, lost = results[500:]
+        assert isinstance(stale, PublishFailed) and stale.err_code == 10071
+        assert isinstance(lost, PublishFailed) and "no stream for the subject" in str(lost)
+        assert await link.publish_all([], timeout=1) == []
+        await link.close()
+        closed = await link.publish_all(writes[:3], timeout=1)
+        assert len(closed) == 3 and all(isinstance(r, ConnectionClosedError) for r in closed)
+    finally:
+        await link.close()
