@@ -56,6 +56,8 @@ class Lease:
         self._kv: KeyValue | None = None
         self._revision = 0  # of our last write, while held
         self._renewed_at = 0.0  # when the last successful write was sent (monotonic)
+        self._seen_revision = -1  # while standing by: the key's revision, and since when
+        self._seen_since = 0.0
         self._held = False
         self._holder = ""
         self._renewer: asyncio.Task[None] | None = None
@@ -89,34 +91,40 @@ class Lease:
         loop = asyncio.get_running_loop()
         watcher = await kv.watch(self._key)
         try:
-            revision, self._holder = 0, ""
-            since = sent = loop.time()
+            self._observe(*await asyncio.wait_for(self._read(kv), self.ttl))
             while True:
                 # Absent or released (first come wins), ours from before a restart, or
                 # unchanged for a whole lease time: try to take it.
-                lapsed = loop.time() - since >= self.ttl
+                lapsed = loop.time() - self._seen_since >= self.ttl
                 if not self._holder or self._holder == self.me or lapsed:
                     sent = loop.time()
-                    if await self._take(kv, revision):
+                    taken = self._take(kv, self._seen_revision)
+                    if await asyncio.wait_for(taken, self.ttl):
                         self._renewed_at = sent
                         return True
-                    # Someone was first (or the watch lagged): read what is there now.
-                    revision, self._holder = await self._read(kv)
-                    since = loop.time()
-                wait = max(0.01, since + self.ttl - loop.time())
+                    # Someone was first (or the watch lags): read what is there now.
+                    self._observe(*await asyncio.wait_for(self._read(kv), self.ttl))
+                    continue
+                wait = max(0.01, self._seen_since + self.ttl - loop.time())
                 try:
                     entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
                 except TimeoutError:  # nats-py's is one too
                     continue  # the lease time ran out: the loop tries to take it
-                if entry is None:
-                    continue  # the marker after the initial value
-                if entry.revision != revision:
-                    revision, since = entry.revision or 0, loop.time()
-                deleted = entry.operation in _DELETED or entry.value is None
-                self._holder = "" if deleted else entry.value.decode(errors="replace")
+                if entry is not None:  # None: the marker after the initial value
+                    deleted = entry.operation in _DELETED or entry.value is None
+                    holder = "" if deleted else entry.value.decode(errors="replace")
+                    self._observe(entry.revision or 0, holder)
         finally:
             with contextlib.suppress(Exception):
                 await watcher.stop()  # type: ignore[no-untyped-call]
+
+    def _observe(self, revision: int, holder: str) -> None:
+        """The lease time runs from the first sight of a revision; it survives restarts of
+        the watch (a stream election), so a dead holder is not waited for twice."""
+        if revision != self._seen_revision:
+            self._seen_revision = revision
+            self._seen_since = asyncio.get_running_loop().time()
+        self._holder = holder
 
     async def _read(self, kv: KeyValue) -> tuple[int, str]:
         try:
@@ -127,7 +135,7 @@ class Lease:
 
     async def _take(self, kv: KeyValue, revision: int) -> bool:
         try:
-            if self._holder and revision:
+            if revision and self._holder:
                 self._revision = await kv.update(self._key, self.me.encode(), last=revision)
             else:
                 self._revision = await kv.create(self._key, self.me.encode())

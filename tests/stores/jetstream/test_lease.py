@@ -15,6 +15,7 @@ import pytest
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.transport.endpoint import NatsEndpoint
+from tests.stores.jetstream.conftest import NatsProc
 
 TTL = 1.0
 _buckets = itertools.count(1)
@@ -45,6 +46,7 @@ class Race:
         self.bucket = f"lease{next(_buckets)}_{time.monotonic_ns() % 10**6}"
         self.contenders: list[Contender] = []
         self.acquired: list[Contender] = []
+        self.replicas = 1
 
     async def add(self, name: str, url: str = "") -> Contender:
         link = await JetStreamLink.open(NatsEndpoint(url or self.url), name=name)
@@ -55,7 +57,7 @@ class Race:
 
         lease = Lease(
             link, bucket=self.bucket, key="leader", holder=name, ttl=self.ttl,
-            replicas=1, on_lost=on_lost,
+            replicas=self.replicas, on_lost=on_lost,
         )  # fmt: skip
         holder = Contender(link, lease)
         self.contenders.append(holder)
@@ -191,3 +193,26 @@ async def test_never_two_holders_over_repeated_failovers(jetstream_url: str) -> 
             takeovers.append(time.monotonic() - died)
             (await r.add(f"n{trial}")).start()  # as the one that left, restarted
     print("takeovers (s):", " ".join(f"{t:.2f}" for t in takeovers))
+
+
+@pytest.mark.slow
+async def test_r3_lease_survives_the_death_of_the_holders_server(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    (first_proc, first), (_, second), (_, third) = jetstream_cluster
+    async with race(first) as r:
+        r.replicas = 3
+        a, b = await r.add("a", first), await r.add("b", second)
+        c = await r.add("c", third)
+        a.start()
+        assert await r.next_holder(within=10) is a
+        b.start(), c.start()
+        await asyncio.sleep(TTL)
+        died = time.monotonic()
+        first_proc.kill()  # the holder's node: its nats-server and its streaming process
+        await a.die()
+        successor = await r.next_holder(within=30)
+        print(f"\nR3 takeover {time.monotonic() - died:.2f} s after the holder's node died")
+        assert successor in (b, c)
+        await asyncio.sleep(TTL * 2)
+        assert r.holders() == [successor] and not successor.lost
