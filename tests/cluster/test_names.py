@@ -1,25 +1,14 @@
-"""Names in JetStream for any cluster ID, channel and client ID: valid, distinct, reversible."""
+"""Names in JetStream for any cluster ID and channel: valid and distinct (KV keys:
+tests/stores/jetstream/test_kvmap.py)."""
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
 from stanpkg.stores.jetstream.channel_streams import stream_name, stream_subject
-from stanpkg.stores.jetstream.state_map import kv_key, kv_key_parts
 from stanpkg.stores.jetstream.store import ClusterSettings
 
-HOSTILE = ["", "a", "a.b", "a b", "ä/ö\\x", "*", ">", "x" * 300, "..", "-_=", "nuid:1"]
-KV_KEY = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 STREAM = re.compile(r"^[^.*>\s/\\]+$")
-
-
-@pytest.mark.parametrize("part", HOSTILE)
-def test_kv_keys_are_valid_and_reversible(part: str) -> None:
-    key = kv_key("sub", part, "7")
-    assert KV_KEY.match(key) and not key.startswith(".") and not key.endswith(".")
-    assert kv_key_parts(key) == ["sub", part, "7"]
 
 
 def test_stream_names_are_valid_and_distinct() -> None:

@@ -25,7 +25,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.nats_link import JetStreamLink, PublishFailed
+from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed
 
 __all__ = [
     "ChannelStream",
@@ -150,10 +150,10 @@ class ChannelStream:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         batch, self._queued = self._queued, []
-        pipeline, subject = self._link.pipeline, self.subject
+        link, subject = self._link, self.subject
         while batch:
-            results = await pipeline.publish_all(
-                subject, [(data, headers) for _, data, headers in batch], ATTEMPT_TIMEOUT
+            results = await link.publish_all(
+                [(subject, data, headers) for _, data, headers in batch], timeout=ATTEMPT_TIMEOUT
             )
             done = 0
             failure: BaseException | None = None

@@ -81,20 +81,30 @@ class ReplicatedMap:
 
     async def load(self) -> dict[str, bytes]:
         """Every live key and its value, from one ordered consumer over the bucket (the
-        last value of each key), not key by key."""
+        last value of each key), not key by key. The consumer may sit on a replica that
+        is behind (a node that just rejoined): StoreError unless what it delivered
+        reaches the bucket's last sequence as its stream leader reports it."""
         found: dict[str, bytes] = {}
+        newest = 0
         try:
-            watcher = await self._kv.watchall(ignore_deletes=True)
+            info = await self._link.js.stream_info(f"KV_{self.bucket}")
+            watcher = await self._kv.watchall()
             try:
                 async for entry in watcher:
                     if entry is None:
                         break  # the marker after the last initial value
+                    newest = max(newest, entry.revision or 0)
                     if entry.operation is None and entry.value is not None:
                         found[entry.key] = entry.value
             finally:
                 await watcher.stop()  # type: ignore[no-untyped-call]
         except (NatsPyError, TimeoutError) as exc:
             raise StoreError(f"unable to read the cluster state {self.bucket!r}: {exc}") from exc
+        if newest < info.state.last_seq:
+            raise StoreError(
+                f"the cluster state {self.bucket!r} read here ends at {newest}, its leader "
+                f"has {info.state.last_seq}: this replica is catching up"
+            )
         return found
 
     def put(self, key: str, value: bytes) -> None:

@@ -40,9 +40,9 @@ from stanpkg.stores.base import (
     SubscriptionStore,
 )
 from stanpkg.stores.jetstream.channel_streams import DUPLICATE_WINDOW, ChannelStream, StreamFenced
-from stanpkg.stores.jetstream.leader_lease import Lease
-from stanpkg.stores.jetstream.nats_link import JetStreamLink
-from stanpkg.stores.jetstream.state_map import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.lease import Lease
+from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.stores.records import (
     client_from_proto,
