@@ -20,8 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +28,9 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
+
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
 # server flags, stan-bench flags
 SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
@@ -43,13 +44,6 @@ SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
     ),
 }
 RATE = r"^\s*(?:NATS Streaming )?{label}: ([\d,]+) msgs/sec"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _servers(reference: Path, baseline: Path | None) -> dict[str, tuple[list[str], Path]]:
@@ -97,12 +91,7 @@ def run_once(
             check=False,
         ).stdout
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
         shutil.rmtree(store, ignore_errors=True)
     return parse_rates(out)
 

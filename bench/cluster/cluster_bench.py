@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
 sys.path.insert(0, str(ROOT / "bench"))
-from side_by_side import free_port, parse_rates  # noqa: E402 - a sibling script
+from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
+from side_by_side import parse_rates  # noqa: E402 - a sibling script
 
 
 def start_cluster(
@@ -59,14 +59,7 @@ def start_cluster(
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs:
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float]:

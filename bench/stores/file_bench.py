@@ -26,8 +26,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,12 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STANPKG = [sys.executable, "-c", "import sys; from stanpkg.cli import main; sys.exit(main())"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+sys.path.insert(0, str(ROOT / "bench"))
+from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
 
 
 def start_server(
@@ -59,15 +53,6 @@ def start_server(
         if b"Streaming Server is ready" in raw:
             return proc, port
     raise RuntimeError(f"server did not start (exit {proc.wait()})")
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def run_bench(port: int, args: list[str]) -> dict[str, float]:
