@@ -26,7 +26,7 @@ import random
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from stanpkg.transport.auth import Credentials
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -45,11 +45,17 @@ from stanpkg.transport.errors import (
 from stanpkg.transport.handshake import ConnectSettings, open_protocol, until_deadline
 from stanpkg.transport.mux import RequestMux
 from stanpkg.transport.nuid import Nuid
-from stanpkg.transport.parser import MsgHandler, Subscription
+from stanpkg.transport.parser import (
+    HeaderMsgHandler,
+    MsgHandler,
+    Subscription,
+    decode_headers,
+    encode_headers,
+)
 from stanpkg.transport.protocol import ClientProtocol
 from stanpkg.transport.servers import ServerPool, parse_urls
 
-__all__ = ["MsgHandler", "NatsConnection"]
+__all__ = ["HeaderMsgHandler", "MsgHandler", "NatsConnection", "decode_headers", "encode_headers"]
 
 log = logging.getLogger("stanpkg.transport")
 
@@ -326,9 +332,47 @@ class NatsConnection:
             return f"SUB {sub.subject} {sub.queue} {sub.sid}\r\n".encode()
         return f"SUB {sub.subject} {sub.sid}\r\n".encode()
 
-    def subscribe(self, subject: str, handler: MsgHandler, queue: str = "") -> int:
-        """Subscribe; ``handler(subject, reply, payload)`` runs synchronously per message."""
-        return self._subscribe(subject, handler, queue, None)
+    @overload
+    def subscribe(
+        self,
+        subject: str,
+        handler: MsgHandler,
+        queue: str = "",
+        *,
+        with_headers: Literal[False] = False,
+    ) -> int: ...
+
+    @overload
+    def subscribe(
+        self,
+        subject: str,
+        handler: HeaderMsgHandler,
+        queue: str = "",
+        *,
+        with_headers: Literal[True],
+    ) -> int: ...
+
+    def subscribe(
+        self,
+        subject: str,
+        handler: MsgHandler | HeaderMsgHandler,
+        queue: str = "",
+        *,
+        with_headers: bool = False,
+    ) -> int:
+        """Subscribe; ``handler(subject, reply, payload)`` runs synchronously per message.
+
+        ``with_headers``: ``handler(subject, reply, headers, payload)`` instead, with the
+        raw header block (:func:`decode_headers`), empty for messages without headers;
+        status messages (503 no responders, 204 end of batch...) come to it as well."""
+        if not with_headers:
+            return self._subscribe(subject, handler, queue, None)  # type: ignore[arg-type]
+        header_handler: HeaderMsgHandler = handler  # type: ignore[assignment]
+
+        def without_headers(subject: str, reply: str, payload: bytes) -> None:
+            header_handler(subject, reply, b"", payload)
+
+        return self._subscribe(subject, without_headers, queue, None, header_handler)
 
     def _subscribe(
         self,
@@ -336,6 +380,7 @@ class NatsConnection:
         handler: MsgHandler,
         queue: str,
         status_handler: Callable[[str, int], None] | None,
+        header_handler: HeaderMsgHandler | None = None,
     ) -> int:
         _check_token(subject)
         if queue:
@@ -343,7 +388,7 @@ class NatsConnection:
         if self._closed:
             raise ConnectionClosedError()
         self._next_sid += 1
-        sub = Subscription(self._next_sid, subject, queue, handler, status_handler)
+        sub = Subscription(self._next_sid, subject, queue, handler, status_handler, header_handler)
         self._subs[sub.sid_bytes] = sub
         self._append(self._sub_line(sub))
         return sub.sid
@@ -389,6 +434,27 @@ class NatsConnection:
             self._flush_pending = True
             self._loop.call_soon(self._scheduled_flush)
         elif len(out) >= _FLUSH_AT:
+            self._write_big(len(msg))
+
+    def publish_with_headers(
+        self, subject: str, headers: bytes, payload: bytes, reply: str = ""
+    ) -> None:
+        """Queue a message with a header block (:func:`encode_headers`), as ``publish``."""
+        if self._closed:
+            raise ConnectionClosedError()
+        subject_b = self._subject_bytes.get(subject) or self._encode_subject(subject)
+        total = len(headers) + len(payload)
+        if total > self._max_payload:
+            raise MaxPayloadError()
+        if reply:
+            reply_b = self._subject_bytes.get(reply) or self._encode_subject(reply)
+            line = b"HPUB %s %s %d %d\r\n" % (subject_b, reply_b, len(headers), total)
+        else:
+            line = b"HPUB %s %d %d\r\n" % (subject_b, len(headers), total)
+        msg = b"%s%s%s\r\n" % (line, headers, payload)
+        self._append(msg)
+        self.out_msgs += 1
+        if len(self._out) >= _FLUSH_AT:
             self._write_big(len(msg))
 
     def _append(self, data: bytes) -> None:

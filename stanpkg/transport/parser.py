@@ -10,7 +10,8 @@ large payload arriving in many small reads costs one join, not one per read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stanpkg.transport.errors import ProtocolError
@@ -21,6 +22,13 @@ MsgHandler = Callable[[str, str, bytes], None]
 StatusHandler = Callable[[str, int], None]
 """(subject, status code) — for header-only status messages such as 503 no responders."""
 
+HeaderMsgHandler = Callable[[str, str, bytes, bytes], None]
+"""(subject, reply, headers, payload) — ``headers`` is the raw ``NATS/1.0...`` block, or
+empty for a message published without headers."""
+
+_BAD_KEY = re.compile(r"[:\s]")
+_BAD_VALUE = re.compile(r"[\r\n]")
+
 # Longest control line (MSG/INFO/-ERR ...) accepted before the parser declares garbage.
 MAX_CONTROL_LINE = 64 * 1024
 
@@ -28,6 +36,7 @@ MAX_CONTROL_LINE = 64 * 1024
 class Subscription:
     __slots__ = (
         "handler",
+        "header_handler",
         "max_msgs",
         "queue",
         "received",
@@ -44,6 +53,7 @@ class Subscription:
         queue: str,
         handler: MsgHandler,
         status_handler: StatusHandler | None = None,
+        header_handler: HeaderMsgHandler | None = None,
     ) -> None:
         self.sid = sid
         self.sid_bytes = str(sid).encode()
@@ -51,8 +61,39 @@ class Subscription:
         self.queue = queue
         self.handler = handler
         self.status_handler = status_handler
+        # Set for subscriptions that want headers: HMSGs go to it whole (status messages
+        # included), while ``handler`` adapts plain MSGs, so the MSG path stays as is.
+        self.header_handler = header_handler
         self.max_msgs = 0
         self.received = 0
+
+
+HEADER_LINE = b"NATS/1.0"
+
+
+def encode_headers(headers: Mapping[str, str]) -> bytes:
+    """The ``NATS/1.0`` header block of an HPUB. ValueError for a key or value that would
+    break the block (CR, LF; ':' or whitespace in a key)."""
+    lines = [HEADER_LINE]
+    for key, value in headers.items():
+        if not key or _BAD_KEY.search(key) or _BAD_VALUE.search(value):
+            raise ValueError(f"invalid NATS header {key!r}: {value!r}")
+        lines.append(f"{key}: {value}".encode())
+    lines.append(b"\r\n")
+    return b"\r\n".join(lines)
+
+
+def decode_headers(block: bytes) -> tuple[int, dict[str, str]]:
+    """(status code or 0, headers) of a received header block; a repeated key keeps its
+    last value."""
+    first, _, rest = block.partition(b"\r\n")
+    status = _header_status(first)
+    headers: dict[str, str] = {}
+    for line in rest.split(b"\r\n"):
+        key, colon, value = line.partition(b":")
+        if colon and key:
+            headers[key.decode(errors="replace")] = value.strip().decode(errors="replace")
+    return status, headers
 
 
 def _header_status(header: bytes) -> int:
@@ -207,13 +248,14 @@ class ProtocolParser:
         return size
 
     def _dispatch_hmsg(self, args: list[bytes], header: bytes, payload: bytes) -> None:
-        # Headers are tolerated, not exposed: the handler gets the payload only, except
-        # that header-only status messages (503 no responders) go to the status handler.
+        # A subscription without a header handler gets the payload only, except that
+        # header-only status messages (503 no responders) go to its status handler.
         sub = self._subs.get(args[2])
         if sub is None:
             return
         subject = args[1].decode()
-        if not payload and sub.status_handler is not None:
+        header_handler = sub.header_handler
+        if header_handler is None and not payload and sub.status_handler is not None:
             status = _header_status(header)
             if status:
                 try:
@@ -222,8 +264,12 @@ class ProtocolParser:
                     self._on_handler_error(exc)
                 return
         sub.received += 1
+        reply = args[3].decode() if len(args) == 6 else ""
         try:
-            sub.handler(subject, args[3].decode() if len(args) == 6 else "", payload)
+            if header_handler is not None:
+                header_handler(subject, reply, header, payload)
+            else:
+                sub.handler(subject, reply, payload)
         except Exception as exc:
             self._on_handler_error(exc)
         if sub.max_msgs and sub.received >= sub.max_msgs:
