@@ -1,0 +1,421 @@
+"""One STAN channel = one JetStream stream, written and read through our own NATS client.
+
+Names. Stream ``STAN_<cluster>_<channel>_<hash>``: the cluster ID (40 characters at most)
+and the channel (120) with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``, so
+that ``nats stream ls`` stays readable, and 10 hex digits of a hash of the exact pair, so
+that two channels whose readable parts agree still get two streams. Subject
+``_STAN.ch.<cluster token>.<channel>``: the cluster token is the cluster ID itself when it
+is plain (``[A-Za-z0-9][-_A-Za-z0-9]*``), otherwise ``=`` + its base64url (reversible, one
+token: the KV key rule of ``kvmap.kv_key``); a channel is a literal subject, so the subjects
+of two channels never overlap, and ``_STAN.ch`` is no subject of the STAN protocol. A plain
+JetStream consumer finds a channel with ``_STAN.ch.<cluster>.<channel>`` (or all of a
+cluster's with ``_STAN.ch.<cluster>.>``).
+
+Messages. The stream message's data is the published payload, as published; STAN's own
+fields are headers: ``Nats-Msg-Id`` = the publish GUID (JetStream answers a resend within
+the duplicate window with the original sequence), ``Stan-Reply``, ``Stan-Timestamp`` (ns).
+STAN sequence = stream sequence.
+
+Writes (:class:`StreamWriter`) are pipelined: a batch goes out at once with one reply
+subscription, each write expecting the previous sequence (``Nats-Expected-Last-Sequence``),
+so JetStream stores a channel's messages only in order, and a node that lost the lease
+cannot append (fencing). Reads (:func:`read_range`) are batched direct gets.
+
+The JetStream API is plain JSON request/reply, so management goes through the same
+``NatsConnection`` as the writes: the channel path needs no second client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from stanpkg.plan.limits import Limits
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.kvmap import kv_key
+from stanpkg.transport.connection import NatsConnection, decode_headers, encode_headers
+from stanpkg.transport.errors import NatsError
+
+__all__ = [
+    "StreamFenced",
+    "StreamState",
+    "StreamWriter",
+    "WriteResult",
+    "delete_stream",
+    "ensure_stream",
+    "from_stream_message",
+    "read_range",
+    "stream_config",
+    "stream_name",
+    "stream_state",
+    "stream_subject",
+    "to_stream_message",
+]
+
+HEADER_MSG_ID = "Nats-Msg-Id"
+HEADER_EXPECTED_LAST = "Nats-Expected-Last-Sequence"
+HEADER_REPLY = "Stan-Reply"
+HEADER_TIMESTAMP = "Stan-Timestamp"
+WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a failed expected last sequence
+STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configuration
+STREAM_NOT_FOUND = 10059
+DUPLICATE_WINDOW_NS = 120 * 10**9
+API_TIMEOUT = 5.0
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# The configuration fields that follow the channel's limits when a stream exists already.
+_LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard")
+
+
+class StreamFenced(StoreError):
+    """JetStream refused a write at the sequence this node expected: another node wrote
+    to the channel (this one lost the lease) or a write went missing."""
+
+
+class StreamState(NamedTuple):
+    first_seq: int
+    last_seq: int
+    msgs: int
+    bytes: int
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def _readable(text: str, limit: int) -> str:
+    return _UNSAFE.sub("_", text)[:limit] or "_"
+
+
+def stream_name(cluster_id: str, channel: str) -> str:
+    digest = hashlib.sha256(json.dumps([cluster_id, channel]).encode()).hexdigest()[:10]
+    return f"STAN_{_readable(cluster_id, 40)}_{_readable(channel, 120)}_{digest}"
+
+
+def stream_subject(cluster_id: str, channel: str) -> str:
+    return f"_STAN.ch.{kv_key(cluster_id)}.{channel}"
+
+
+def stream_config(
+    cluster_id: str, channel: str, limits: Limits, *, replicas: int, first_seq: int = 1
+) -> dict[str, Any]:
+    """The JSON configuration of a channel's stream (JetStream: -1 = unlimited, ns)."""
+    window = DUPLICATE_WINDOW_NS
+    if limits.max_age > 0:
+        window = min(window, limits.max_age)  # JetStream refuses a window past max_age
+    config: dict[str, Any] = {
+        "name": stream_name(cluster_id, channel),
+        "description": f"STAN channel {channel} of cluster {cluster_id}",
+        "subjects": [stream_subject(cluster_id, channel)],
+        "retention": "limits",
+        "storage": "file",
+        "discard": "old",
+        "max_msgs": _unlimited(limits.max_msgs),
+        "max_bytes": _unlimited(limits.max_bytes),
+        "max_age": max(limits.max_age, 0),
+        "max_msgs_per_subject": -1,
+        "num_replicas": replicas,
+        "duplicate_window": window,
+        "allow_direct": True,
+    }
+    if first_seq > 1:
+        config["first_seq"] = first_seq
+    return config
+
+
+def _unlimited(value: int) -> int:
+    return value if value > 0 else -1
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+def to_stream_message(
+    guid: str, reply: str, timestamp_ns: int, payload: bytes, *, expected_last: int | None = None
+) -> tuple[bytes, bytes]:
+    """(header block, data) of one channel message."""
+    headers = {HEADER_MSG_ID: guid, HEADER_TIMESTAMP: str(timestamp_ns)}
+    if reply:
+        headers[HEADER_REPLY] = reply
+    if expected_last is not None:
+        headers[HEADER_EXPECTED_LAST] = str(expected_last)
+    return encode_headers(headers), payload
+
+
+def from_stream_message(sequence: int, headers: bytes, data: bytes, *, channel: str) -> bytes:
+    """The serialized MsgProto of a stream message."""
+    _, fields = decode_headers(headers)
+    return pb.MsgProto(
+        sequence=sequence,
+        subject=channel,
+        reply=fields.get(HEADER_REPLY, ""),
+        data=data,
+        timestamp=int(fields.get(HEADER_TIMESTAMP) or 0),
+    ).SerializeToString()
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What JetStream answered for one write. ``stored``: the stream sequence (for a
+    duplicate, the original message's); 0 when the write failed (``error``)."""
+
+    sequence: int
+    stored: int = 0
+    duplicate: bool = False
+    error: str = ""
+    err_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+class StreamWriter:
+    """The pipelined writes of one channel. ``last_sequence`` follows what JetStream
+    stored in order."""
+
+    def __init__(self, conn: NatsConnection, *, subject: str, last_sequence: int) -> None:
+        self._conn = conn
+        self.subject = subject
+        self.last_sequence = last_sequence
+        self._queued: list[tuple[int, bytes, bytes]] = []
+        self._prefix = ""
+        self._tokens = itertools.count(1)
+        self._waiting: dict[str, int] = {}  # reply token -> index in the flush's answers
+        self._answers: list[WriteResult | None] = []
+        self._sequences: list[int] = []
+        self._missing = 0
+        self._done: asyncio.Event | None = None
+
+    def append(
+        self, sequence: int, guid: str, reply: str, timestamp_ns: int, payload: bytes
+    ) -> None:
+        headers, data = to_stream_message(
+            guid, reply, timestamp_ns, payload, expected_last=sequence - 1
+        )
+        self._queued.append((sequence, headers, data))
+
+    def discard(self) -> None:
+        self._queued.clear()
+
+    async def flush(self, timeout: float = 5.0) -> list[WriteResult]:
+        """Publish every queued write at once and wait for each answer (StoreError when
+        one does not come within ``timeout``). StreamFenced when the first refused write
+        was refused for its expected last sequence; other failures are in the results."""
+        batch, self._queued = self._queued, []
+        if not batch:
+            return []
+        conn = self._conn
+        if not self._prefix:
+            self._prefix = conn.new_inbox() + "."
+            conn.subscribe(self._prefix + "*", self._on_answer, with_headers=True)
+        self._sequences = [sequence for sequence, _, _ in batch]
+        self._answers = [None] * len(batch)
+        self._missing = len(batch)
+        self._done = done = asyncio.Event()
+        waiting = self._waiting
+        waiting.clear()
+        prefix, subject, tokens = self._prefix, self.subject, self._tokens
+        try:
+            for index, (_, headers, data) in enumerate(batch):
+                token = str(next(tokens))
+                waiting[token] = index
+                conn.publish_with_headers(subject, headers, data, reply=prefix + token)
+            conn.write_now()
+            await asyncio.wait_for(done.wait(), timeout)
+        except TimeoutError:
+            raise StoreError(
+                f"JetStream did not answer {self._missing} of {len(batch)} writes to "
+                f"{subject} within {timeout:g} s"
+            ) from None
+        except NatsError as exc:
+            raise StoreError(f"unable to write to {subject}: {exc}") from exc
+        finally:
+            waiting.clear()  # late answers of this flush are ignored
+        results = [answer for answer in self._answers if answer is not None]
+        return self._settle(results)
+
+    def _settle(self, results: list[WriteResult]) -> list[WriteResult]:
+        for result in results:
+            if not result.ok:
+                if result.err_code == WRONG_LAST_SEQUENCE:
+                    raise StreamFenced(
+                        f"stream write refused at sequence {result.sequence} "
+                        f"(this node expected the stream at {result.sequence - 1}): "
+                        f"{result.error}"
+                    )
+                break
+            self.last_sequence = max(self.last_sequence, result.stored)
+        return results
+
+    def _on_answer(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
+        index = self._waiting.pop(subject[len(self._prefix) :], None)
+        if index is None:
+            return
+        self._answers[index] = _write_result(self._sequences[index], headers, payload)
+        self._missing -= 1
+        if self._missing == 0 and self._done is not None:
+            self._done.set()
+
+
+def _write_result(sequence: int, headers: bytes, payload: bytes) -> WriteResult:
+    if headers and not payload:  # 503: no stream for the subject, or no leader
+        status, _ = decode_headers(headers)
+        return WriteResult(sequence, error=f"status {status}: no stream or no leader")
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        return WriteResult(sequence, error=f"unreadable answer: {payload[:80]!r}")
+    error = answer.get("error")
+    if error:
+        return WriteResult(
+            sequence,
+            error=str(error.get("description", error)),
+            err_code=int(error.get("err_code", 0)),
+        )
+    return WriteResult(
+        sequence, stored=int(answer.get("seq", 0)), duplicate=bool(answer.get("duplicate"))
+    )
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+async def read_range(
+    conn: NatsConnection,
+    stream: str,
+    first: int,
+    last: int,
+    *,
+    batch: int = 256,
+    timeout: float = API_TIMEOUT,
+) -> AsyncIterator[tuple[int, bytes, bytes]]:
+    """(sequence, headers, data) of the messages first..last still in the stream, by
+    batched direct gets (deleted and expired sequences are skipped by JetStream)."""
+    reader = _BatchReader(conn, stream)
+    try:
+        sequence = max(first, 1)
+        while sequence <= last:
+            got = await reader.get(sequence, min(batch, last - sequence + 1), timeout)
+            if not got:
+                return
+            for message in got:
+                if message[0] > last:
+                    return
+                yield message
+            sequence = got[-1][0] + 1
+    finally:
+        reader.close()
+
+
+class _BatchReader:
+    """One reply subscription for the direct gets of one read."""
+
+    def __init__(self, conn: NatsConnection, stream: str) -> None:
+        self._conn = conn
+        self._subject = f"$JS.API.DIRECT.GET.{stream}"
+        self._inbox = conn.new_inbox()
+        self._sid = conn.subscribe(self._inbox, self._on_message, with_headers=True)
+        self._got: list[tuple[int, bytes, bytes]] = []
+        self._end: asyncio.Future[int] | None = None
+
+    async def get(
+        self, sequence: int, count: int, timeout: float
+    ) -> list[tuple[int, bytes, bytes]]:
+        """The next ``count`` messages from ``sequence`` on; empty past the stream's end."""
+        self._got = []
+        self._end = end = asyncio.get_running_loop().create_future()
+        request = json.dumps({"seq": sequence, "batch": count}).encode()
+        try:
+            self._conn.publish(self._subject, request, reply=self._inbox)
+            status = await asyncio.wait_for(end, timeout)
+        except TimeoutError:
+            raise StoreError(f"no answer from {self._subject} within {timeout:g} s") from None
+        except NatsError as exc:
+            raise StoreError(f"unable to read {self._subject}: {exc}") from exc
+        if status == 503:
+            raise StoreError(f"no stream answers {self._subject} (missing, or no direct get)")
+        if status not in (204, 404):
+            raise StoreError(f"{self._subject} answered with status {status}")
+        return self._got
+
+    def _on_message(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
+        end = self._end
+        if end is None or end.done():
+            return
+        status, fields = decode_headers(headers)
+        if status:  # 204 end of batch, 404 nothing at or after, 503 no stream...
+            end.set_result(status)
+            return
+        self._got.append((int(fields.get("Nats-Sequence", 0)), headers, payload))
+
+    def close(self) -> None:
+        self._conn.unsubscribe(self._sid)
+
+
+# -- management ----------------------------------------------------------------------------
+
+
+async def _api(conn: NatsConnection, subject: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    payload = json.dumps(body).encode() if body is not None else b""
+    try:
+        answer = await conn.request(f"$JS.API.{subject}", payload, API_TIMEOUT)
+    except NatsError as exc:
+        raise StoreError(f"JetStream did not answer $JS.API.{subject}: {exc}") from exc
+    result: dict[str, Any] = json.loads(answer)
+    return result
+
+
+def _failure(action: str, answer: dict[str, Any]) -> StoreError:
+    error = answer["error"]
+    return StoreError(f"unable to {action}: {error.get('description')} ({error.get('err_code')})")
+
+
+def _state(answer: dict[str, Any]) -> StreamState:
+    state = answer.get("state", {})
+    return StreamState(
+        int(state.get("first_seq", 0)),
+        int(state.get("last_seq", 0)),
+        int(state.get("messages", 0)),
+        int(state.get("bytes", 0)),
+    )
+
+
+async def stream_state(conn: NatsConnection, stream: str) -> StreamState:
+    answer = await _api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise _failure(f"read the state of stream {stream}", answer)
+    return _state(answer)
+
+
+async def ensure_stream(conn: NatsConnection, config: dict[str, Any]) -> StreamState:
+    """Create the stream, or bring an existing one's limits to ``config``; its state."""
+    name = config["name"]
+    answer = await _api(conn, f"STREAM.CREATE.{name}", config)
+    error = answer.get("error")
+    if error and error.get("err_code") == STREAM_NAME_IN_USE:
+        info = await _api(conn, f"STREAM.INFO.{name}", None)
+        if "error" in info:
+            raise _failure(f"read stream {name}", info)
+        current = dict(info["config"])
+        current.update({field: config[field] for field in _LIMIT_FIELDS if field in config})
+        answer = await _api(conn, f"STREAM.UPDATE.{name}", current)
+    if "error" in answer:
+        raise _failure(f"create stream {name}", answer)
+    return _state(answer)
+
+
+async def delete_stream(conn: NatsConnection, name: str) -> None:
+    """Delete the stream; one that does not exist is no error."""
+    answer = await _api(conn, f"STREAM.DELETE.{name}", None)
+    error = answer.get("error")
+    if error and error.get("err_code") != STREAM_NOT_FOUND:
+        raise _failure(f"delete stream {name}", answer)

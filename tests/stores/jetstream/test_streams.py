@@ -1,0 +1,269 @@
+"""Channel streams through NatsConnection against real nats-servers with JetStream: names,
+configuration, pipelined writes with message IDs and expected sequences, batched direct
+gets, and what a plain JetStream client sees."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from stanpkg.plan.limits import Limits
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.streams import (
+    StreamFenced,
+    StreamWriter,
+    delete_stream,
+    ensure_stream,
+    from_stream_message,
+    read_range,
+    stream_config,
+    stream_name,
+    stream_state,
+    stream_subject,
+)
+from stanpkg.transport.connection import NatsConnection
+from tests.stores.jetstream.conftest import start_jetstream_cluster, stop_nats
+
+UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
+_clusters = itertools.count(1)
+_VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+
+
+def new_cluster() -> str:
+    return f"streams-{next(_clusters)}"
+
+
+@contextlib.asynccontextmanager
+async def connected(url: str) -> AsyncIterator[NatsConnection]:
+    conn = await NatsConnection.connect(url, name="streams-test")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def create(
+    conn: NatsConnection,
+    cluster: str,
+    channel: str,
+    limits: Limits = UNLIMITED,
+    replicas: int = 1,
+    first_seq: int = 1,
+) -> StreamWriter:
+    config = stream_config(cluster, channel, limits, replicas=replicas, first_seq=first_seq)
+    state = await ensure_stream(conn, config)
+    return StreamWriter(conn, subject=config["subjects"][0], last_sequence=state.last_seq)
+
+
+def write(writer: StreamWriter, first: int, count: int, prefix: str = "g") -> None:
+    for sequence in range(first, first + count):
+        writer.append(sequence, f"{prefix}{sequence}", "", sequence * 1000, b"m%d" % sequence)
+
+
+async def collect(it: AsyncIterator[tuple[int, bytes, bytes]]) -> list[tuple[int, bytes, bytes]]:
+    return [item async for item in it]
+
+
+# -- names and configuration ---------------------------------------------------------------
+
+
+def test_hostile_names_are_valid_and_distinct() -> None:
+    clusters = ["c", "a.b", "a_b", "a b", "a*b", "a>b", "a/b\\c", "ü", "", "x" * 300, "=x"]
+    channels = ["foo", "foo.bar", "foo_bar", "föö", "f" * 500, "a.b.c", "_STAN.pub.x"]
+    names = {stream_name(c, ch) for c in clusters for ch in channels}
+    subjects = {stream_subject(c, ch) for c in clusters for ch in channels}
+    assert len(names) == len(subjects) == len(clusters) * len(channels)
+    assert all(_VALID_NAME.fullmatch(name) for name in names)
+    for subject in subjects:
+        tokens = subject.split(".")
+        assert tokens[:2] == ["_STAN", "ch"] and all(tokens)
+        assert not any(ch in subject for ch in " \t*>")
+    assert stream_name("c", "foo.bar").startswith("STAN_c_foo_bar_")
+    assert stream_subject("c", "foo.bar") == "_STAN.ch.c.foo.bar"
+
+
+def test_config_limits() -> None:
+    limits = Limits(max_subs=1, max_msgs=10, max_bytes=2048, max_age=30 * 10**9, max_inactivity=0)
+    config = stream_config("c", "foo", limits, replicas=3, first_seq=7)
+    assert config["max_msgs"] == 10 and config["max_bytes"] == 2048
+    assert config["max_age"] == 30 * 10**9 == config["duplicate_window"]  # window <= age
+    assert config["num_replicas"] == 3 and config["first_seq"] == 7
+    assert config["discard"] == "old" and config["storage"] == "file"
+    assert config["allow_direct"] is True
+    open_ended = stream_config("c", "foo", UNLIMITED, replicas=1)
+    assert open_ended["max_msgs"] == open_ended["max_bytes"] == -1
+    assert open_ended["max_age"] == 0 and open_ended["duplicate_window"] == 120 * 10**9
+
+
+async def test_hostile_names_are_accepted_by_jetstream(jetstream_url: str) -> None:
+    async with connected(jetstream_url) as conn:
+        for cluster, channel in [("a.b c*>", "föö.bar"), ("x" * 300, "y" * 500)]:
+            config = stream_config(cluster, channel, UNLIMITED, replicas=1)
+            await ensure_stream(conn, config)
+            await delete_stream(conn, config["name"])
+
+
+# -- writing and reading -------------------------------------------------------------------
+
+
+async def test_round_trip_to_msgproto(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        writer = await create(conn, cluster, "orders.new")
+        writer.append(1, "guid-1", "_INBOX.reply", 1_700_000_000_123_456_789, b"hello")
+        writer.append(2, "guid-2", "", 5, b"")
+        write(writer, 3, 8)
+        results = await writer.flush()
+        assert [(r.sequence, r.stored, r.duplicate, r.ok) for r in results] == [
+            (n, n, False, True) for n in range(1, 11)
+        ]
+        assert writer.last_sequence == 10
+        name = stream_name(cluster, "orders.new")
+        assert await stream_state(conn, name) == (1, 10, 10, (await stream_state(conn, name)).bytes)
+        got = await collect(read_range(conn, name, 1, 10, batch=3))
+        assert [sequence for sequence, _, _ in got] == list(range(1, 11))
+        records = [from_stream_message(s, h, d, channel="orders.new") for s, h, d in got]
+        assert (
+            records[0]
+            == pb.MsgProto(
+                sequence=1,
+                subject="orders.new",
+                reply="_INBOX.reply",
+                data=b"hello",
+                timestamp=1_700_000_000_123_456_789,
+            ).SerializeToString()
+        )
+        assert (
+            records[1]
+            == pb.MsgProto(sequence=2, subject="orders.new", timestamp=5).SerializeToString()
+        )
+        assert pb.MsgProto.FromString(records[9]).data == b"m10"
+        # a sub-range, and ranges past the end
+        assert [s for s, _, _ in await collect(read_range(conn, name, 4, 6))] == [4, 5, 6]
+        assert [s for s, _, _ in await collect(read_range(conn, name, 9, 50))] == [9, 10]
+        assert await collect(read_range(conn, name, 11, 20)) == []
+        await delete_stream(conn, name)
+        await delete_stream(conn, name)  # already gone: no error
+
+
+async def test_resend_of_a_guid_is_a_duplicate(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        writer = await create(conn, cluster, "dup")
+        write(writer, 1, 3)
+        await writer.flush()
+        writer.append(4, "g2", "", 0, b"resent")  # a client resending after a failover
+        [result] = await writer.flush()
+        assert result.ok and result.duplicate and result.stored == 2
+        assert writer.last_sequence == 3
+        state = await stream_state(conn, stream_name(cluster, "dup"))
+        assert (state.last_seq, state.msgs) == (3, 3)
+
+
+async def test_wrong_expected_sequence_is_fenced(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        active = await create(conn, cluster, "fence")
+        stale = StreamWriter(conn, subject=active.subject, last_sequence=0)
+        write(active, 1, 3)
+        await active.flush()
+        write(stale, 1, 2, prefix="stale")  # a node that lost the lease without knowing
+        with pytest.raises(StreamFenced):
+            await stale.flush()
+        write(active, 3, 1, prefix="other")  # a reorder: the stream is at 3, not 2
+        with pytest.raises(StreamFenced):
+            await active.flush()
+        name = stream_name(cluster, "fence")
+        state = await stream_state(conn, name)
+        assert (state.last_seq, state.msgs) == (3, 3)
+        got = await collect(read_range(conn, name, 1, 3))
+        assert [d for _, _, d in got] == [b"m1", b"m2", b"m3"]
+
+
+async def test_write_without_stream_fails_per_write(jetstream_url: str) -> None:
+    async with connected(jetstream_url) as conn:
+        writer = StreamWriter(conn, subject="_STAN.ch.nobody.here", last_sequence=0)
+        write(writer, 1, 2)
+        results = await writer.flush()
+        assert [r.ok for r in results] == [False, False]
+        assert "503" in results[0].error and writer.last_sequence == 0
+        assert await writer.flush() == []
+        with pytest.raises(StoreError, match="no stream"):
+            await collect(read_range(conn, "STAN_missing_0", 1, 5))
+        with pytest.raises(StoreError, match="stream not found"):
+            await stream_state(conn, "STAN_missing_0")
+
+
+async def test_limits_discard_old_and_update(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    limits = Limits(max_subs=0, max_msgs=3, max_bytes=0, max_age=0, max_inactivity=0)
+    async with connected(jetstream_url) as conn:
+        writer = await create(conn, cluster, "small", limits)
+        write(writer, 1, 5)
+        await writer.flush()
+        name = stream_name(cluster, "small")
+        state = await stream_state(conn, name)
+        assert (state.first_seq, state.last_seq, state.msgs) == (3, 5, 3)
+        assert [s for s, _, _ in await collect(read_range(conn, name, 1, 5))] == [3, 4, 5]
+        bigger = Limits(max_subs=0, max_msgs=10, max_bytes=0, max_age=60 * 10**9, max_inactivity=0)
+        state = await ensure_stream(conn, stream_config(cluster, "small", bigger, replicas=1))
+        assert (state.first_seq, state.last_seq) == (3, 5)  # updated, not recreated
+        write(writer, 6, 5)
+        await writer.flush()
+        assert (await stream_state(conn, name)).msgs == 8
+
+
+async def test_stream_can_start_at_any_sequence(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        writer = await create(conn, cluster, "imported", first_seq=100)
+        assert writer.last_sequence == 99
+        write(writer, 100, 2)
+        assert [r.stored for r in await writer.flush()] == [100, 101]
+        name = stream_name(cluster, "imported")
+        assert [s for s, _, _ in await collect(read_range(conn, name, 1, 200))] == [100, 101]
+
+
+async def test_plain_jetstream_consumer_reads_the_payloads(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    nc = await nats.connect(jetstream_url)
+    try:
+        async with connected(jetstream_url) as conn:
+            writer = await create(conn, cluster, "public.news")
+            write(writer, 1, 3)
+            writer.append(4, "g4", "_INBOX.r", 42, b"last")
+            await writer.flush()
+            sub = await nc.jetstream().subscribe("_STAN.ch.*.public.news", ordered_consumer=True)
+            messages = [await sub.next_msg(timeout=5) for _ in range(4)]
+            assert [m.data for m in messages] == [b"m1", b"m2", b"m3", b"last"]
+            assert messages[3].headers is not None
+            assert messages[3].headers["Stan-Reply"] == "_INBOX.r"
+            assert messages[3].headers["Stan-Timestamp"] == "42"
+            assert messages[3].headers["Nats-Msg-Id"] == "g4"
+            assert messages[3].subject == f"_STAN.ch.{cluster}.public.news"
+    finally:
+        await nc.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
+    servers = start_jetstream_cluster(tmp_path, 3)
+    try:
+        async with connected(servers[1][1]) as conn:
+            writer = await create(conn, "r3", "replicated", replicas=3)
+            write(writer, 1, 500)
+            results = await writer.flush(timeout=20)
+            assert [r.stored for r in results] == list(range(1, 501))
+            got = await collect(read_range(conn, stream_name("r3", "replicated"), 1, 500))
+            assert [s for s, _, _ in got] == list(range(1, 501))
+            assert got[499][2] == b"m500"
+    finally:
+        stop_nats(servers)
