@@ -68,6 +68,7 @@ STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configurati
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW_NS = 120 * 10**9
 API_TIMEOUT = 5.0
+LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # The configuration fields that follow the channel's limits when a stream exists already.
 _LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard")
@@ -178,6 +179,9 @@ class WriteResult:
         return not self.error
 
 
+_Write = tuple[int, str, str, int, bytes]  # sequence, guid, reply, timestamp (ns), payload
+
+
 class StreamWriter:
     """The pipelined writes of one channel. ``last_sequence`` follows what JetStream
     stored in order."""
@@ -186,10 +190,10 @@ class StreamWriter:
         self._conn = conn
         self.subject = subject
         self.last_sequence = last_sequence
-        self._queued: list[tuple[int, bytes, bytes]] = []
+        self._queued: list[_Write] = []
         self._prefix = ""
         self._tokens = itertools.count(1)
-        self._waiting: dict[str, int] = {}  # reply token -> index in the flush's answers
+        self._waiting: dict[str, int] = {}  # reply token -> index in the round's answers
         self._answers: list[WriteResult | None] = []
         self._sequences: list[int] = []
         self._missing = 0
@@ -198,34 +202,73 @@ class StreamWriter:
     def append(
         self, sequence: int, guid: str, reply: str, timestamp_ns: int, payload: bytes
     ) -> None:
-        headers, data = to_stream_message(
-            guid, reply, timestamp_ns, payload, expected_last=sequence - 1
-        )
-        self._queued.append((sequence, headers, data))
+        """Queue a write of ``sequence``: JetStream stores it only as the sequence after
+        ``sequence - 1``."""
+        self._queued.append((sequence, guid, reply, timestamp_ns, payload))
 
     def discard(self) -> None:
         self._queued.clear()
 
     async def flush(self, timeout: float = 5.0) -> list[WriteResult]:
         """Publish every queued write at once and wait for each answer (StoreError when
-        one does not come within ``timeout``). StreamFenced when the first refused write
-        was refused for its expected last sequence; other failures are in the results."""
+        one does not come within ``timeout``); the results in the order of the appends.
+
+        StreamFenced when the first refused write was refused for its expected last
+        sequence. A write that JetStream recognises as a resend (``duplicate``, with the
+        original's sequence) takes no sequence, so the writes after it are sent again
+        with the next free sequences: their ``stored`` then differs from ``sequence``.
+        Other failures (no stream, no leader) are in the results."""
         batch, self._queued = self._queued, []
-        if not batch:
-            return []
+        results: list[WriteResult] = []
+        expected = [sequence - 1 for sequence, *_ in batch]
+        while batch:
+            answers = await self._round(batch, expected, timeout)
+            settled = self._settle(answers)
+            results += settled
+            batch = batch[len(settled) :]
+            expected = list(range(self.last_sequence, self.last_sequence + len(batch)))
+        return results
+
+    def _settle(self, answers: list[WriteResult]) -> list[WriteResult]:
+        """The answers up to the first one to send again (after a duplicate)."""
+        shifted = False
+        for index, answer in enumerate(answers):
+            if answer.ok:
+                if answer.duplicate:
+                    shifted = True
+                else:
+                    self.last_sequence = answer.stored
+                continue
+            if answer.err_code != WRONG_LAST_SEQUENCE:
+                return answers  # the first failure stops the channel: report them all
+            if shifted:
+                return answers[:index]
+            raise StreamFenced(
+                f"stream write refused at sequence {answer.sequence} (this node expected "
+                f"the stream at {self.last_sequence}): {answer.error}"
+            )
+        return answers
+
+    async def _round(
+        self, batch: list[_Write], expected: list[int], timeout: float
+    ) -> list[WriteResult]:
         conn = self._conn
         if not self._prefix:
             self._prefix = conn.new_inbox() + "."
             conn.subscribe(self._prefix + "*", self._on_answer, with_headers=True)
-        self._sequences = [sequence for sequence, _, _ in batch]
+        self._sequences = [write[0] for write in batch]
         self._answers = [None] * len(batch)
         self._missing = len(batch)
         self._done = done = asyncio.Event()
         waiting = self._waiting
-        waiting.clear()
         prefix, subject, tokens = self._prefix, self.subject, self._tokens
         try:
-            for index, (_, headers, data) in enumerate(batch):
+            for index, ((_, guid, reply, timestamp, payload), last) in enumerate(
+                zip(batch, expected, strict=True)
+            ):
+                headers, data = to_stream_message(
+                    guid, reply, timestamp, payload, expected_last=last
+                )
                 token = str(next(tokens))
                 waiting[token] = index
                 conn.publish_with_headers(subject, headers, data, reply=prefix + token)
@@ -239,22 +282,8 @@ class StreamWriter:
         except NatsError as exc:
             raise StoreError(f"unable to write to {subject}: {exc}") from exc
         finally:
-            waiting.clear()  # late answers of this flush are ignored
-        results = [answer for answer in self._answers if answer is not None]
-        return self._settle(results)
-
-    def _settle(self, results: list[WriteResult]) -> list[WriteResult]:
-        for result in results:
-            if not result.ok:
-                if result.err_code == WRONG_LAST_SEQUENCE:
-                    raise StreamFenced(
-                        f"stream write refused at sequence {result.sequence} "
-                        f"(this node expected the stream at {result.sequence - 1}): "
-                        f"{result.error}"
-                    )
-                break
-            self.last_sequence = max(self.last_sequence, result.stored)
-        return results
+            waiting.clear()  # late answers of this round are ignored
+        return [answer for answer in self._answers if answer is not None]
 
     def _on_answer(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
         index = self._waiting.pop(subject[len(self._prefix) :], None)
@@ -299,14 +328,28 @@ async def read_range(
     timeout: float = API_TIMEOUT,
 ) -> AsyncIterator[tuple[int, bytes, bytes]]:
     """(sequence, headers, data) of the messages first..last still in the stream, by
-    batched direct gets (deleted and expired sequences are skipped by JetStream)."""
+    batched direct gets (deleted and expired sequences are skipped by JetStream).
+
+    Any replica answers a direct get, and one may not have the newest messages yet: when
+    the answers end before ``last``, the stream's leader says whether that is the end."""
     reader = _BatchReader(conn, stream)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     try:
         sequence = max(first, 1)
         while sequence <= last:
             got = await reader.get(sequence, min(batch, last - sequence + 1), timeout)
             if not got:
-                return
+                if (await stream_state(conn, stream)).last_seq < sequence:
+                    return
+                if loop.time() > deadline:
+                    raise StoreError(
+                        f"the replicas of stream {stream} do not have sequence {sequence} "
+                        f"after {timeout:g} s"
+                    )
+                await asyncio.sleep(LAGGING_REPLICA_RETRY)
+                continue
+            deadline = loop.time() + timeout
             for message in got:
                 if message[0] > last:
                     return

@@ -165,6 +165,21 @@ async def test_resend_of_a_guid_is_a_duplicate(jetstream_url: str) -> None:
         assert writer.last_sequence == 3
         state = await stream_state(conn, stream_name(cluster, "dup"))
         assert (state.last_seq, state.msgs) == (3, 3)
+        # In a batch, a resend takes no sequence: the writes after it are renumbered.
+        writer.append(4, "g5", "", 0, b"new4")
+        writer.append(5, "g1", "", 0, b"resent")
+        writer.append(6, "g6", "", 0, b"new5")
+        writer.append(7, "g7", "", 0, b"new6")
+        results = await writer.flush()
+        assert [(r.sequence, r.stored, r.duplicate) for r in results] == [
+            (4, 4, False),
+            (5, 1, True),
+            (6, 5, False),
+            (7, 6, False),
+        ]
+        assert writer.last_sequence == 6
+        got = await collect(read_range(conn, stream_name(cluster, "dup"), 4, 6))
+        assert [(s, d) for s, _, d in got] == [(4, b"new4"), (5, b"new5"), (6, b"new6")]
 
 
 async def test_wrong_expected_sequence_is_fenced(jetstream_url: str) -> None:
@@ -252,6 +267,17 @@ async def test_plain_jetstream_consumer_reads_the_payloads(jetstream_url: str) -
         await nc.close()
 
 
+async def test_unanswered_writes_are_a_store_error(jetstream_url: str) -> None:
+    async with connected(jetstream_url) as conn:
+        conn.subscribe("quiet.listener", lambda subject, reply, payload: None)  # never answers
+        await conn.flush()
+        writer = StreamWriter(conn, subject="quiet.listener", last_sequence=0)
+        write(writer, 1, 3)
+        with pytest.raises(StoreError, match="did not answer 3 of 3 writes"):
+            await writer.flush(timeout=0.3)
+        assert writer.last_sequence == 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
@@ -259,11 +285,14 @@ async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
     try:
         async with connected(servers[1][1]) as conn:
             writer = await create(conn, "r3", "replicated", replicas=3)
-            write(writer, 1, 500)
-            results = await writer.flush(timeout=20)
-            assert [r.stored for r in results] == list(range(1, 501))
-            got = await collect(read_range(conn, stream_name("r3", "replicated"), 1, 500))
-            assert [s for s, _, _ in got] == list(range(1, 501))
-            assert got[499][2] == b"m500"
+            name = stream_name("r3", "replicated")
+            for first in range(1, 1000, 100):  # each read right after the acks: any replica
+                write(writer, first, 100)
+                results = await writer.flush(timeout=20)
+                assert [r.stored for r in results] == list(range(first, first + 100))
+                got = await collect(read_range(conn, name, first, first + 99))
+                assert [s for s, _, _ in got] == list(range(first, first + 100))
+                assert got[99][2] == b"m%d" % (first + 99)
+            assert (await stream_state(conn, name)).msgs == 1000
     finally:
         stop_nats(servers)
