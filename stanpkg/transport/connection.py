@@ -447,7 +447,9 @@ class NatsConnection:
         if total > self._max_payload:
             raise MaxPayloadError()
         if reply:
-            reply_b = self._subject_bytes.get(reply) or self._encode_subject(reply)
+            reply_b = reply.encode()  # often a one-time inbox: kept out of the subject cache
+            if len(reply_b.split()) != 1:
+                raise BadSubjectError()
             line = b"HPUB %s %s %d %d\r\n" % (subject_b, reply_b, len(headers), total)
         else:
             line = b"HPUB %s %d %d\r\n" % (subject_b, len(headers), total)

@@ -8,7 +8,7 @@ import asyncio
 import nats
 import pytest
 
-from stanpkg.transport import MaxPayloadError, NatsConnection, NoRespondersError
+from stanpkg.transport import BadSubjectError, MaxPayloadError, NatsConnection, NoRespondersError
 from stanpkg.transport.connection import HeaderMsgHandler, decode_headers, encode_headers
 from tests.transport.conftest import NatsProcess
 
@@ -97,6 +97,11 @@ async def test_big_headers_and_max_payload(nats_server: NatsProcess) -> None:
     await nc.flush()
     [(_, _, headers, payload)] = got
     assert decode_headers(headers) == (0, {"Big": value}) and payload == b"p" * 1000
+    for reply in ("a b", "x\ty", " "):
+        with pytest.raises(BadSubjectError):
+            nc.publish_with_headers("big", block, b"", reply=reply)
+    with pytest.raises(BadSubjectError):
+        nc.publish_with_headers("bad subject", block, b"")
     with pytest.raises(MaxPayloadError):  # headers count towards max_payload
         nc.publish_with_headers("big", encode_headers({"Big": "x" * nc.max_payload}), b"")
     await nc.flush()  # the connection is still fine

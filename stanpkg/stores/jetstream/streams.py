@@ -40,7 +40,7 @@ from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.kvmap import kv_key
-from stanpkg.transport.connection import NatsConnection, decode_headers, encode_headers
+from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.errors import NatsError
 
 __all__ = [
@@ -70,6 +70,9 @@ DUPLICATE_WINDOW_NS = 120 * 10**9
 API_TIMEOUT = 5.0
 LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_BREAKS_HEADER = re.compile(r"[\r\n]")
+_ACK_SEQUENCE = re.compile(rb'"seq":\s*(\d+)')
+_ACK_DUPLICATE = re.compile(rb'"duplicate":\s*true')  # nats-server writes ": true"
 # The configuration fields that follow the channel's limits when a stream exists already.
 _LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard")
 
@@ -140,12 +143,15 @@ def to_stream_message(
     guid: str, reply: str, timestamp_ns: int, payload: bytes, *, expected_last: int | None = None
 ) -> tuple[bytes, bytes]:
     """(header block, data) of one channel message."""
-    headers = {HEADER_MSG_ID: guid, HEADER_TIMESTAMP: str(timestamp_ns)}
+    if _BREAKS_HEADER.search(guid) or _BREAKS_HEADER.search(reply):
+        raise ValueError(f"a line break in the publish ID {guid!r} or reply {reply!r}")
+    # One format per message on the hot path, not encode_headers' checks per field.
+    block = f"NATS/1.0\r\n{HEADER_MSG_ID}: {guid}\r\n{HEADER_TIMESTAMP}: {timestamp_ns}\r\n"
     if reply:
-        headers[HEADER_REPLY] = reply
+        block += f"{HEADER_REPLY}: {reply}\r\n"
     if expected_last is not None:
-        headers[HEADER_EXPECTED_LAST] = str(expected_last)
-    return encode_headers(headers), payload
+        block += f"{HEADER_EXPECTED_LAST}: {expected_last}\r\n"
+    return (block + "\r\n").encode(), payload
 
 
 def from_stream_message(sequence: int, headers: bytes, data: bytes, *, channel: str) -> bytes:
@@ -299,6 +305,11 @@ def _write_result(sequence: int, headers: bytes, payload: bytes) -> WriteResult:
     if headers and not payload:  # 503: no stream for the subject, or no leader
         status, _ = decode_headers(headers)
         return WriteResult(sequence, error=f"status {status}: no stream or no leader")
+    if b'"error"' not in payload and (found := _ACK_SEQUENCE.search(payload)):
+        # The common PubAck, without a JSON decode: {"stream":..,"seq":N[,"duplicate":true]}
+        return WriteResult(
+            sequence, stored=int(found[1]), duplicate=_ACK_DUPLICATE.search(payload) is not None
+        )
     try:
         answer = json.loads(payload)
     except ValueError:

@@ -27,8 +27,9 @@ from stanpkg.stores.jetstream.streams import (
     stream_name,
     stream_state,
     stream_subject,
+    to_stream_message,
 )
-from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.connection import NatsConnection, decode_headers
 from tests.stores.jetstream.conftest import start_jetstream_cluster, stop_nats
 
 UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
@@ -87,6 +88,18 @@ def test_hostile_names_are_valid_and_distinct() -> None:
         assert not any(ch in subject for ch in " \t*>")
     assert stream_name("c", "foo.bar").startswith("STAN_c_foo_bar_")
     assert stream_subject("c", "foo.bar") == "_STAN.ch.c.foo.bar"
+
+
+def test_line_breaks_cannot_forge_headers() -> None:
+    for guid, reply in [("g\r\nNats-Expected-Last-Sequence: 9", ""), ("g", "r\nX: y")]:
+        with pytest.raises(ValueError):
+            to_stream_message(guid, reply, 0, b"")
+    headers, data = to_stream_message("g", "", 7, b"d", expected_last=3)
+    assert data == b"d"
+    assert decode_headers(headers) == (
+        0,
+        {"Nats-Msg-Id": "g", "Stan-Timestamp": "7", "Nats-Expected-Last-Sequence": "3"},
+    )
 
 
 def test_config_limits() -> None:
