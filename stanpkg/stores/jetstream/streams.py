@@ -189,8 +189,8 @@ _Write = tuple[int, str, str, int, bytes]  # sequence, guid, reply, timestamp (n
 
 
 class StreamWriter:
-    """The pipelined writes of one channel. ``last_sequence`` follows what JetStream
-    stored in order."""
+    """The pipelined writes of one channel, one flush at a time. ``last_sequence``
+    follows what JetStream stored in order."""
 
     def __init__(self, conn: NatsConnection, *, subject: str, last_sequence: int) -> None:
         self._conn = conn

@@ -248,6 +248,19 @@ async def test_limits_discard_old_and_update(jetstream_url: str) -> None:
         assert (await stream_state(conn, name)).msgs == 8
 
 
+async def test_refused_configuration_is_a_store_error(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        await create(conn, cluster, "taken")
+        thief = stream_config(cluster, "other", UNLIMITED, replicas=1)
+        thief["subjects"] = [stream_subject(cluster, "taken")]  # overlaps the first stream
+        with pytest.raises(StoreError, match="unable to create stream"):
+            await ensure_stream(conn, thief)
+        too_many = stream_config(cluster, "r5", UNLIMITED, replicas=5)  # one server only
+        with pytest.raises(StoreError, match="unable to create stream"):
+            await ensure_stream(conn, too_many)
+
+
 async def test_stream_can_start_at_any_sequence(jetstream_url: str) -> None:
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
