@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.conf import MapEntry, Node, Position, render
@@ -42,6 +43,12 @@ class Collected:
     passthrough: list[MapEntry] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     has_streaming_block: bool = False
+    # Paths whose value was rejected here (e.g. a section that is not a map): later rules
+    # must not mistake them for unset.
+    invalid: set[Path] = field(default_factory=set)
+    # Repeated entries already reported: a file read both for streaming and NATS options
+    # is walked twice.
+    reported_repeats: set[Position] = field(default_factory=set)
 
     def set(self, path: Path, value: object, pos: Position | None) -> None:
         target = self.config
@@ -119,13 +126,40 @@ class _MapReader:
         self.out.set((*self.prefix, opt.name), plain(entry.node), entry.node.pos)
 
 
+def warn_repeated(node: Node, out: Collected, what: str = "option") -> None:
+    """Warn at every definition of a key that a later one in the same map replaced
+    (the parser kept them as ``duplicates``), naming the definition it replaced."""
+    chains: dict[str, list[MapEntry]] = {}
+    for entry in node.duplicates:
+        chains.setdefault(entry.key, []).append(entry)
+    for key, earlier in chains.items():
+        final = node.get(key)
+        if final is None:
+            continue
+        chain = [*earlier, final]
+        for shadowed, repeated in pairwise(chain):
+            if shadowed.used_as_variable or repeated.used_as_variable:
+                continue  # a variable redefined on purpose, e.g. in an include
+            if repeated.key_pos in out.reported_repeats:
+                continue
+            out.reported_repeats.add(repeated.key_pos)
+            out.diagnostics.append(
+                warning(
+                    f'{what} "{key}" is set again (first at {shadowed.key_pos}); the last one wins',
+                    repeated.key_pos,
+                    code="duplicate",
+                )
+            )
+
+
 def _section_by_key() -> dict[str, str]:
     return {k.lower(): section for section, keys in SECTION_KEYS.items() for k in keys}
 
 
-def _expect_map(out: Collected, entry: MapEntry, what: str) -> bool:
+def _expect_map(out: Collected, entry: MapEntry, what: str, path: Path) -> bool:
     if entry.node.kind is NodeKind.MAP:
         return True
+    out.invalid.add(path)
     out.diagnostics.append(
         error(
             f'"{entry.key}" must be a map of {what}, got {describe(entry.node)}',
@@ -143,13 +177,14 @@ def collect_streaming(node: Node, out: Collected, *, nats_keys_here: bool) -> No
     candidates = sorted(set(top.index) | set(sections))
     if nats_keys_here:
         candidates += sorted(NATS_PASSTHROUGH_KEYS | set(key_index("nats_server")))
+    warn_repeated(node, out)
     for entry in node.entries:
         key = entry.key.lower()
         if key in top.index:
             top.take(entry, top.index[key])
         elif key in sections and not (nats_keys_here and key in AMBIGUOUS_TOP_LEVEL):
             section = sections[key]
-            if _expect_map(out, entry, f"{section} options"):
+            if _expect_map(out, entry, f"{section} options", (section,)):
                 out.config.setdefault(section, {})
                 out.positions[(section,)] = entry.key_pos
                 _collect_section(entry.node, out, section)
@@ -178,12 +213,13 @@ def _collect_section(node: Node, out: Collected, section: str) -> None:
     candidates = sorted(reader.index)
     if section == "store_limits":
         candidates += list(CHANNELS_KEYS)
+    warn_repeated(node, out)
     for entry in node.entries:
         key = entry.key.lower()
         if key in reader.index:
             reader.take(entry, reader.index[key])
         elif section == "store_limits" and key in CHANNELS_KEYS:
-            if _expect_map(out, entry, "per-channel limits"):
+            if _expect_map(out, entry, "per-channel limits", ("store_limits", "channels")):
                 _collect_channels(entry.node, out)
         elif not entry.used_as_variable:
             out.diagnostics.append(_unknown(entry.key, entry.key_pos, section, candidates))
@@ -191,12 +227,14 @@ def _collect_section(node: Node, out: Collected, section: str) -> None:
 
 def _collect_channels(node: Node, out: Collected) -> None:
     index = per_channel_key_index()
+    warn_repeated(node, out, "channel")
     for entry in node.entries:
         name = entry.key
         path: Path = ("store_limits", "channels", name)
         if entry.used_as_variable:
             continue
         if entry.node.kind is not NodeKind.MAP:
+            out.invalid.add(path)
             out.diagnostics.append(
                 error(
                     f'limits of channel "{name}" must be a map, got {describe(entry.node)}',
@@ -216,6 +254,7 @@ def _collect_channels(node: Node, out: Collected) -> None:
             )
         out.set(path, {}, entry.key_pos)
         reader = _MapReader(out, path, index)
+        warn_repeated(entry.node, out)
         for limit in entry.node.entries:
             key = limit.key.lower()
             if key in index:
@@ -238,6 +277,7 @@ def collect_nats(node: Node, out: Collected, *, streaming_here: bool) -> None:
     """NATS server options: the top level of the NATS configuration file."""
     reader = _MapReader(out, ("nats_server",), key_index("nats_server"))
     streaming_keys = set(key_index("")) | set(_section_by_key())
+    warn_repeated(node, out)
     for entry in node.entries:
         key = entry.key.lower()
         if key == "streaming" or entry.used_as_variable:

@@ -24,6 +24,7 @@ from stanpkg.plan.collect import (
     collect_streaming,
     nats_tls_files,
     render_passthrough,
+    warn_repeated,
     with_nats_cluster_name,
 )
 from stanpkg.plan.context import Context, Path, dotted, option_for
@@ -101,6 +102,7 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
     block_here = False
     if streaming_file:
         tree = trees[streaming_file]
+        warn_repeated(tree, collected)  # e.g. two streaming blocks: the first is lost
         block = _streaming_block(tree)
         if block is None:
             collect_streaming(tree, collected, nats_keys_here=streaming_file == nats_file)
@@ -126,6 +128,7 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         collected.positions,
         diagnostics=collected.diagnostics,
         nats_passthrough_keys=frozenset(entry.key.lower() for entry in collected.passthrough),
+        invalid=collected.invalid,
     )
     for path in collected.positions:
         ctx.sources[path] = Source("file", str(collected.positions[path]))
@@ -135,13 +138,14 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         ctx.set(tuple(option_path.split(".")), flag_value.value, Source("flag", flag_value.flag))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _convert_durations(ctx)
+    _zero_means_default(ctx)
     if ("cluster",) in ctx.positions and not ctx.is_set(("cluster", "clustered")):
         # The presence of a cluster map turns clustering on (a --clustered flag still wins).
         ctx.set(("cluster", "clustered"), True, Source("file", str(ctx.positions[("cluster",)])))
     _normalise_case(ctx)
     check_schema(ctx)
-    if not has_errors(ctx.diagnostics):
-        run_rules(ctx)
+    # The rules run on what is well typed even after errors, so one run reports all.
+    run_rules(ctx)
     diagnostics = sort_diagnostics(ctx.diagnostics)
     if has_errors(diagnostics):
         return Compilation(None, diagnostics, flags=flags)
@@ -226,7 +230,7 @@ def _convert_durations(ctx: Context) -> None:
                 ctx.set(path, parse_duration(value), ctx.sources.get(path, Source("file")))
             except DurationError as exc:
                 ctx.error(path, f"{path[-1]}: {exc}", "duration")
-                ctx.delete(path)
+                ctx.reject(path)
         else:
             shown = "a boolean" if isinstance(value, bool) else f"{value!r}"
             hint = (
@@ -239,7 +243,14 @@ def _convert_durations(ctx: Context) -> None:
                 f'{path[-1]} must be a duration string such as "10s" or "1h30m", got {shown}{hint}',
                 "type",
             )
-            ctx.delete(path)
+            ctx.reject(path)
+
+
+def _zero_means_default(ctx: Context) -> None:
+    for opt in OPTIONS:
+        path = tuple(opt.path.split("."))
+        if opt.zero_is_default and type(ctx.get(path)) is int and ctx.get(path) == 0:
+            ctx.set(path, opt.default, ctx.sources.get(path, Source("file")))
 
 
 def _normalise_case(ctx: Context) -> None:

@@ -36,6 +36,9 @@ class Context:
     # Top-level keys of the NATS configuration passed through to nats-server (rules that
     # depend on, e.g., a NATS cluster block look here: they are not options of ours).
     nats_passthrough_keys: frozenset[str] = frozenset()
+    # Paths whose value was rejected (bad type, range, duration): the rules still run on
+    # the rest of the configuration, and must read these as unknown, not as the default.
+    invalid: set[Path] = field(default_factory=set)
 
     def get(self, path: Path, default: object = None) -> object:
         node: object = self.config
@@ -64,8 +67,19 @@ class Context:
         if isinstance(parent, dict):
             parent.pop(path[-1], None)
 
+    def reject(self, path: Path) -> None:
+        """Drop a value that was reported as wrong; it reads as unknown from now on."""
+        self.delete(path)
+        self.invalid.add(path)
+
+    def is_valid(self, *paths: Path) -> bool:
+        """False when a value at (or above) one of ``paths`` was rejected."""
+        return not any(path[:n] in self.invalid for path in paths for n in range(1, len(path) + 1))
+
     def value(self, path: Path) -> object:
-        """The configured value, or the table's default."""
+        """The configured value, or the table's default; None for a rejected value."""
+        if self.invalid and not self.is_valid(path):
+            return None
         got = self.get(path, _MISSING)
         if got is not _MISSING:
             return got

@@ -91,6 +91,9 @@ class Option:
     # the literal default stands for a choice made at run time.
     doc: str = ""
     default_doc: str = ""
+    # 0 stands for the default (as the reference reads the Raft timeouts), so the
+    # minimum applies to the other values only.
+    zero_is_default: bool = False
 
     @property
     def description(self) -> str:
@@ -736,9 +739,12 @@ OPTIONS: tuple[Option, ...] = (
         2_000_000_000,
         "Raft heartbeat timeout",
         keys=("raft_heartbeat_timeout",),
-        doc="Checked as the Go server checks it; JetStream's own Raft timings are not tunable",
-        minimum=1,
-        range_error="raft heartbeat timeout must be positive (got {value})",
+        doc="Checked as the Go server checks it (at least 5ms, 0 for the default, at least "
+        "`raft_lease_timeout`); JetStream's own Raft timings are not tunable",
+        minimum=5_000_000,
+        range_error="raft_heartbeat_timeout is too low ({value}): at least 5ms, or 0 for the "
+        "default (HeartbeatTimeout is too low)",
+        zero_is_default=True,
     ),
     Option(
         "cluster.raft_election_timeout",
@@ -747,9 +753,12 @@ OPTIONS: tuple[Option, ...] = (
         "Raft election timeout",
         keys=("raft_election_timeout",),
         doc="With `raft_lease_timeout`, the serving node's lease time: the larger of twice this "
-        "and `raft_lease_timeout`",
-        minimum=1,
-        range_error="raft election timeout must be positive (got {value})",
+        "and `raft_lease_timeout`. Checked as the Go server checks it (at least 5ms, 0 for the "
+        "default, at least `raft_heartbeat_timeout`)",
+        minimum=5_000_000,
+        range_error="raft_election_timeout is too low ({value}): at least 5ms, or 0 for the "
+        "default (ElectionTimeout is too low)",
+        zero_is_default=True,
     ),
     Option(
         "cluster.raft_lease_timeout",
@@ -758,9 +767,12 @@ OPTIONS: tuple[Option, ...] = (
         "Raft leader lease timeout",
         keys=("raft_lease_timeout",),
         doc="With `raft_election_timeout`, the serving node's lease time: the larger of this and "
-        "twice `raft_election_timeout`",
-        minimum=1,
-        range_error="raft lease timeout must be positive (got {value})",
+        "twice `raft_election_timeout`. Checked as the Go server checks it (at least 5ms, 0 for "
+        "the default, at most `raft_heartbeat_timeout`)",
+        minimum=5_000_000,
+        range_error="raft_lease_timeout is too low ({value}): at least 5ms, or 0 for the "
+        "default (LeaderLeaseTimeout is too low)",
+        zero_is_default=True,
     ),
     Option(
         "cluster.raft_commit_timeout",
@@ -768,9 +780,12 @@ OPTIONS: tuple[Option, ...] = (
         100_000_000,
         "Raft commit timeout",
         keys=("raft_commit_timeout",),
-        doc="Checked as the Go server checks it; JetStream's own Raft timings are not tunable",
-        minimum=1,
-        range_error="raft commit timeout must be positive (got {value})",
+        doc="Checked as the Go server checks it (at least 1ms, 0 for the default); JetStream's "
+        "own Raft timings are not tunable",
+        minimum=1_000_000,
+        range_error="raft_commit_timeout is too low ({value}): at least 1ms, or 0 for the "
+        "default (CommitTimeout is too low)",
+        zero_is_default=True,
     ),
     Option(
         "cluster.bolt_free_list_sync",

@@ -25,7 +25,8 @@ def channel_names(ctx: Context) -> list[str]:
 
 
 def store_type(ctx: Context) -> str:
-    return str(ctx.value(("store_type",)))
+    """The store type, "" when its value was rejected."""
+    return str(ctx.value(("store_type",)) or "")
 
 
 def clustered(ctx: Context) -> bool:
@@ -33,6 +34,13 @@ def clustered(ctx: Context) -> bool:
 
 
 def check_identity(ctx: Context) -> None:
+    if ctx.is_valid(("cluster_id",)):
+        _check_cluster_id(ctx)
+    if ctx.is_valid(("discover_prefix",)):
+        _check_discover_prefix(ctx)
+
+
+def _check_cluster_id(ctx: Context) -> None:
     cid = str(ctx.value(("cluster_id",)))
     problem = channel_name_problem(cid, allow_wildcards=False) if cid else None
     if not cid:
@@ -47,6 +55,9 @@ def check_identity(ctx: Context) -> None:
             f'cluster_id "{cid}" is not usable in NATS subjects: {problem.message}',
             "invalid-value",
         )
+
+
+def _check_discover_prefix(ctx: Context) -> None:
     prefix = str(ctx.value(("discover_prefix",)))
     problem = channel_name_problem(prefix, allow_wildcards=False) if prefix else None
     if not prefix or problem is not None:
@@ -82,7 +93,7 @@ def check_channels(ctx: Context) -> None:
 
 def check_store(ctx: Context) -> None:
     kind = store_type(ctx)
-    if kind == "FILE" and not ctx.value(("dir",)):
+    if kind == "FILE" and not ctx.value(("dir",)) and ctx.is_valid(("dir",)):
         ctx.error(
             ("store_type",),
             "the FILE store needs a root directory: set dir "
@@ -125,6 +136,8 @@ def _check_slices_against_limits(ctx: Context) -> None:
 
 
 def _check_sql(ctx: Context, used: bool) -> None:
+    if not ctx.is_valid(("sql_options", "driver"), ("sql_options", "source")):
+        return
     driver = str(ctx.value(("sql_options", "driver")))
     source = ctx.value(("sql_options", "source"))
     if used and not driver:
@@ -181,7 +194,7 @@ def check_modes(ctx: Context) -> None:
             "group (ft: only FILE or SQL stores supported in FT mode)",
             "mode",
         )
-    if ft_group and kind != "MEMORY" and not _shares_a_nats_cluster(ctx):
+    if ft_group and kind and kind != "MEMORY" and not _shares_a_nats_cluster(ctx):
         ctx.warning(
             ("ft_group",),
             "the servers of a fault-tolerant group must share one NATS cluster to hear each "
@@ -189,7 +202,7 @@ def check_modes(ctx: Context) -> None:
             "routes (--routes, or a cluster block in the NATS configuration)",
             "ft-nats",
         )
-    if partitioning and not channel_names(ctx):
+    if partitioning and not channel_names(ctx) and ctx.is_valid(("store_limits", "channels")):
         ctx.error(
             ("partitioning",),
             "partitioning needs the channels this server serves in "
@@ -240,19 +253,47 @@ def check_cluster(ctx: Context) -> None:
                     "peers as an array of names, not one comma-separated string",
                     "peers",
                 )
-    lease = ctx.value(("cluster", "raft_lease_timeout"))
-    heartbeat = ctx.value(("cluster", "raft_heartbeat_timeout"))
-    if isinstance(lease, int) and isinstance(heartbeat, int) and lease > heartbeat:
+    if clustered(ctx):
+        _check_raft_timeouts(ctx)
+
+
+_HEARTBEAT = ("cluster", "raft_heartbeat_timeout")
+_ELECTION = ("cluster", "raft_election_timeout")
+_LEASE = ("cluster", "raft_lease_timeout")
+
+
+def _check_raft_timeouts(ctx: Context) -> None:
+    """The relations hashicorp/raft's ValidateConfig checks when the Go server starts a
+    clustered node (each timeout's minimum is its range in the options table)."""
+    heartbeat, election, lease = (ctx.value(p) for p in (_HEARTBEAT, _ELECTION, _LEASE))
+    if not (isinstance(heartbeat, int) and isinstance(election, int) and isinstance(lease, int)):
+        return  # one of them was rejected already
+    if lease > heartbeat:
         ctx.error(
-            ("cluster", "raft_lease_timeout"),
+            _configured(ctx, _LEASE, _HEARTBEAT),
             f"raft_lease_timeout ({format_duration(lease)}) cannot be larger than "
-            f"raft_heartbeat_timeout ({format_duration(heartbeat)})",
+            f"raft_heartbeat_timeout ({format_duration(heartbeat)}) (LeaderLeaseTimeout "
+            "cannot be larger than heartbeat timeout)",
+            "raft",
+        )
+    if election < heartbeat:
+        ctx.error(
+            _configured(ctx, _ELECTION, _HEARTBEAT),
+            f"raft_election_timeout ({format_duration(election)}) must be equal to or greater "
+            f"than raft_heartbeat_timeout ({format_duration(heartbeat)}) (ElectionTimeout must "
+            "be equal or greater than Heartbeat Timeout)",
             "raft",
         )
 
 
+def _configured(ctx: Context, *paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The first of ``paths`` set by the operator (a default has no position)."""
+    return next((p for p in paths if p in ctx.sources), paths[0])
+
+
 def check_encryption(ctx: Context) -> None:
-    if ctx.value(("encrypt",)) and not ctx.value(("encryption_key",)):
+    key_valid = ctx.is_valid(("encryption_key",))
+    if ctx.value(("encrypt",)) and not ctx.value(("encryption_key",)) and key_valid:
         ctx.error(
             ("encrypt",),
             "encryption is on but no key is given: set "
@@ -265,7 +306,8 @@ def check_encryption(ctx: Context) -> None:
 def check_tls(ctx: Context) -> None:
     cert = ctx.value(("tls", "client_cert"))
     key = ctx.value(("tls", "client_key"))
-    if bool(cert) != bool(key):
+    both_valid = ctx.is_valid(("tls", "client_cert"), ("tls", "client_key"))
+    if bool(cert) != bool(key) and both_valid:
         missing = "client_key" if cert else "client_cert"
         ctx.error(
             ("tls", "client_cert" if cert else "client_key"),

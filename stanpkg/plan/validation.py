@@ -106,7 +106,7 @@ def check_schema(ctx: Context) -> None:
         opt = option_for(option_path)
         ctx.error(option_path, _message(err, option_path, opt), _code(err))
     for path, _ in errors:
-        ctx.delete(path[:-1] if path and path[-1].isdigit() else path)
+        ctx.reject(path[:-1] if path and path[-1].isdigit() else path)
 
 
 def _code(err: ValidationError) -> str:
