@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ansible.ansible_run import PLAYBOOKS, playbook, recap
+from tests.ansible.ansible_run import PLAYBOOKS, playbook
 from tests.packaging.fixtures import ROOT
 
 ROLE = ROOT / "ansible" / "roles" / "stanpkg"
@@ -120,40 +120,100 @@ def test_ft_group_with_sql_store(tmp_path: Path) -> None:
     assert _validate(tmp_path).returncode == 0
 
 
-def test_cluster_peers_and_routes_come_from_the_inventory(tmp_path: Path) -> None:
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "children": {
-                        "stan": {
-                            "hosts": {
-                                "localhost": {"ansible_connection": "local"},
-                                "node2": {"ansible_host": "10.9.0.2"},
-                                "node3": {"stanpkg_cluster_node_id": "n3"},
-                            }
-                        }
-                    }
-                }
-            }
-        )
-    )
-    extra = _local_vars(tmp_path, stanpkg_cluster_group="stan")
+def _cluster_inventory(tmp: Path, node_ids: dict[str, str | None]) -> Path:
+    """Three hosts of one cluster group, each rendered locally into its own directory,
+    with the ports of three nodes on one machine."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for number, (host, node_id) in enumerate(node_ids.items(), 1):
+        home = tmp / host
+        (home / "etc").mkdir(parents=True, exist_ok=True)
+        hosts[host] = {
+            "ansible_connection": "local",
+            "stanpkg_cluster_address": "127.0.0.1",
+            "stanpkg_nats_cluster_port": 6240 + number,
+            "stanpkg_nats_port": 4240 + number,
+            "stanpkg_nats_http_port": 8240 + number,
+            "stanpkg_config_dir": str(home / "etc"),
+            "stanpkg_dir": str(home / "store"),
+            "stanpkg_cluster_log_path": str(home / "raft"),
+            "stanpkg_nats_log_file": str(home / "stanpkg.log"),
+        }
+        if node_id is not None:
+            hosts[host]["stanpkg_cluster_node_id"] = node_id
+    inventory = tmp / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"stan": {"hosts": hosts}}}}))
+    return inventory
+
+
+def _cluster_vars(tmp: Path) -> dict[str, Any]:
+    return {
+        "stanpkg_group": "root",
+        "stanpkg_bin": STANPKG,
+        "ansible_python_interpreter": sys.executable,
+        "stanpkg_restart_on_change": False,
+        "stanpkg_cluster_group": "stan",
+        "stanpkg_cluster_id": "orders",
+        "render_hosts": "stan",
+    }
+
+
+def test_cluster_of_three_from_the_inventory(tmp_path: Path) -> None:
+    ids = {"stan-a": None, "stan-b": None, "stan-c": "node-c"}
+    inventory = _cluster_inventory(tmp_path, ids)
+    _converge(tmp_path, _cluster_vars(tmp_path), inventory=inventory)
+    expected = {"stan-a": "stan-a", "stan-b": "stan-b", "stan-c": "node-c"}
+    for number, host in enumerate(ids, 1):
+        conf = (tmp_path / host / "etc" / "stan.conf").read_text()
+        env = (tmp_path / host / "etc" / "stanpkg.env").read_text()
+        others = [h for h in ids if h != host]
+        peers = ", ".join(f'"{expected[h]}"' for h in others)
+        routes = ", ".join(f'"nats://127.0.0.1:{6240 + list(ids).index(h) + 1}"' for h in others)
+        assert f'node_id: "{expected[host]}"' in conf, conf
+        assert f"peers: [{peers}]" in conf, conf
+        assert f'log_path: "{tmp_path / host / "raft"}"' in conf
+        # The NATS cluster block at the top level, before streaming { }.
+        nats = conf.split("streaming {", 1)[0]
+        assert f'listen: "0.0.0.0:{6240 + number}"' in nats, conf
+        assert f"routes: [{routes}]" in nats, conf
+        assert "--cluster" not in env and "--routes" not in env  # in the file, not flags
+        check = _validate(tmp_path / host)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "clustered" in check.stdout
+
+
+def test_cluster_with_a_duplicated_node_id_stops_in_the_checks(tmp_path: Path) -> None:
+    inventory = _cluster_inventory(tmp_path, {"stan-a": None, "stan-b": "stan-a", "stan-c": None})
     proc = playbook(
-        PLAYBOOKS / "render.yml", inventory=inventory, extra=extra, tmp=tmp_path, timeout=300
+        PLAYBOOKS / "render.yml",
+        inventory=inventory,
+        extra=_cluster_vars(tmp_path),
+        tmp=tmp_path,
+        timeout=300,
     )
-    # Only localhost is reachable; the others are just inventory for the derivation.
-    assert "localhost" in proc.stdout and recap(proc.stdout).get("failed", 0) == 0, proc.stdout
-    conf = (tmp_path / "etc" / "stan.conf").read_text()
-    env = (tmp_path / "etc" / "stanpkg.env").read_text()
-    assert 'node_id: "localhost"' in conf
-    assert 'peers: ["localhost", "node2", "n3"]' in conf
-    assert "--routes nats://10.9.0.2:6222,nats://node3:6222" in env
-    assert "--cluster nats://0.0.0.0:6222" in env and "--cluster_name stan" in env
-    check = _validate(tmp_path)
-    assert check.returncode == 0, check.stderr
-    assert "clustered" in check.stdout
+    assert proc.returncode != 0
+    failed = proc.stdout.split(
+        "TASK [stanpkg : Check every node of the cluster has its own node ID]"
+    )[1]
+    assert 'node ID(s) used by more than one host: "stan-a" (stan-a, stan-b)' in failed, failed
+    assert "Give each host its own stanpkg_cluster_node_id" in failed
+    assert "Write the configuration" not in proc.stdout  # stopped before any file
+    assert not any((tmp_path / h / "etc" / "stan.conf").exists() for h in ("stan-a", "stan-b"))
+
+
+def test_cluster_routes_and_listen_can_be_given(tmp_path: Path) -> None:
+    inventory = _cluster_inventory(tmp_path, {"stan-a": None, "stan-b": None, "stan-c": None})
+    extra = {
+        **_cluster_vars(tmp_path),
+        "render_hosts": "stan-a",
+        "stanpkg_nats_routes": ["nats://10.0.0.2:7222", "nats://10.0.0.3:7222"],
+        "stanpkg_nats_cluster_listen": "10.0.0.1:7222",
+        "stanpkg_nats_cluster_name": "stan-orders",
+    }
+    _converge(tmp_path, extra, inventory=inventory)
+    conf = (tmp_path / "stan-a" / "etc" / "stan.conf").read_text()
+    assert 'name: "stan-orders"' in conf and 'listen: "10.0.0.1:7222"' in conf
+    assert 'routes: ["nats://10.0.0.2:7222", "nats://10.0.0.3:7222"]' in conf
+    assert _validate(tmp_path / "stan-a").returncode == 0
 
 
 def test_broken_variables_never_reach_the_live_config(tmp_path: Path) -> None:
@@ -187,6 +247,30 @@ def test_unknown_channel_limit_is_refused(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert "unknown limit(s)" in proc.stdout and "max_msg" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"stanpkg_install_method": "snap"}, "value of stanpkg_install_method must be one of"),
+        ({"stanpkg_limits_max_msgs": "lots"}, "stanpkg_limits_max_msgs"),
+    ],
+)
+def test_argument_specs_are_checked_when_the_role_starts(
+    tmp_path: Path, variables: dict[str, Any], message: str
+) -> None:
+    """meta/argument_specs.yml: ansible-core refuses a wrong type or choice before any task."""
+    extra = {
+        **_local_vars(tmp_path),
+        **variables,
+        "stanpkg_hosts": "localhost",
+        "ansible_connection": "local",
+    }
+    proc = playbook(ROOT / "ansible" / "playbooks" / "site.yml", extra=extra, tmp=tmp_path)
+    assert proc.returncode != 0
+    assert "Validation of arguments failed" in proc.stdout, proc.stdout[-3000:]
+    assert message in proc.stdout, proc.stdout[-3000:]
+    assert "Check the install method" not in proc.stdout  # stopped before the role's tasks
 
 
 SAMPLES = {"bool": True, "int": 7, "size": "3MB", "duration": "2s", "strings": ["a", "b"]}
