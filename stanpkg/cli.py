@@ -11,6 +11,7 @@ from stanpkg import __version__
 from stanpkg.plan.compile import Compilation, compile_args
 from stanpkg.plan.diagnostics import Diagnostic, Severity, error, warning
 from stanpkg.plan.dump import plan_to_dict
+from stanpkg.plan.flags import UsageError, parse_flags
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
 from stanpkg.plan.options import BY_PATH
@@ -34,8 +35,47 @@ Commands:
     archive-slice CH DAT IDX       Archive a slice the FILE store discards (slice_archive_script)
     version                        Print the version
 
-Run 'stanpkg run --help' for the server flags.
+Run 'stanpkg run --help' for the server flags, 'stanpkg COMMAND --help' for a command.
 """
+
+_COMPILE_HELP = {
+    "validate": (
+        "[--strict] [--format text|json] [--explain] [server flags] [FILE]",
+        "Check a configuration as 'stanpkg run' would compile it (same files, flags and\n"
+        "environment), without starting anything. FILE is shorthand for -sc FILE.\n"
+        "Exit status: 0 valid, 1 invalid, 2 usage error.\n\n"
+        "Options:\n"
+        "    --strict              Treat warnings as errors\n"
+        "    --format text|json    Output format (default: text)\n"
+        "    --explain             Also print every configured value and where it was set\n",
+    ),
+    "plan": (
+        "[server flags] [FILE]",
+        "Print the resolved plan as JSON (secrets redacted), with where each value was set.\n"
+        "FILE is shorthand for -sc FILE.\n",
+    ),
+    "limits": (
+        "[server flags] [FILE]",
+        "Print the store limits block the server would print at startup.\n"
+        "FILE is shorthand for -sc FILE.\n",
+    ),
+}
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    try:
+        return parse_flags(list(argv), interspersed=True).help
+    except UsageError:
+        return False  # the command reports the usage error
+
+
+def _print_command_help(command: str) -> int:
+    """A compiling command's own options, then the server flags it also takes."""
+    synopsis, text = _COMPILE_HELP[command]
+    server_flags = usage_text("stanpkg run").split("\n", 2)[2]
+    print(f"Usage: stanpkg {command} {synopsis}\n\n{text}")
+    print(f"Server flags (as for 'stanpkg run'):\n\n{server_flags}", end="")
+    return EXIT_OK
 
 
 def _take_option(argv: list[str], name: str, takes_value: bool) -> tuple[str | None, list[str]]:
@@ -110,6 +150,8 @@ def cmd_validate(argv: list[str]) -> int:
     explain_flag, argv = _take_option(argv, "explain", takes_value=False)
     if fmt not in (None, "text", "json"):
         return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
+    if _asks_for_help(argv):
+        return _print_command_help("validate")
     result = compile_args(argv, positional_config=True)
     if result.plan is not None:
         extra = check_embedded_nats(result.plan)
@@ -185,6 +227,8 @@ def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:
 
 
 def cmd_plan(argv: list[str]) -> int:
+    if _asks_for_help(argv):
+        return _print_command_help("plan")
     result = _compile_or_report(argv, positional=True)
     if isinstance(result, int):
         return result
@@ -194,6 +238,8 @@ def cmd_plan(argv: list[str]) -> int:
 
 
 def cmd_limits(argv: list[str]) -> int:
+    if _asks_for_help(argv):
+        return _print_command_help("limits")
     result = _compile_or_report(argv, positional=True)
     if isinstance(result, int):
         return result

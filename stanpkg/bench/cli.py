@@ -38,7 +38,9 @@ class BenchError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stanpkg bench", usage=USAGE, allow_abbrev=False)
+    # argparse writes its own "usage: " before the synopsis.
+    usage = USAGE.removeprefix("Usage: ")
+    parser = argparse.ArgumentParser(prog="stanpkg bench", usage=usage, allow_abbrev=False)
 
     def opt(names: tuple[str, ...], **kwargs: Any) -> None:
         # Go's flag package accepts -name and --name alike.

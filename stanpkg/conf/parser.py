@@ -254,7 +254,8 @@ def parse_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = Non
     """Parse a configuration file into its top-level MAP node.
 
     Positions name the file as ``path`` was given; includes resolve relative to its
-    directory. A file that cannot be read is reported at ``path:0:0``.
+    directory. A file that cannot be read is reported at ``path:0:0`` (the file as a
+    whole) as ``cannot read PATH: reason``.
     """
     name = os.fspath(path)
     text = read_text(name, None, f"configuration file '{name}'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from bisect import bisect_right
@@ -50,21 +51,26 @@ class Source:
 
 
 def read_text(path: str, at: Position | None, what: str) -> str:
-    """The UTF-8 text of ``path``; failures are positioned at ``at`` (or ``path:0:0``).
+    """The UTF-8 text of ``path``; failures are positioned at ``at``.
 
-    ``what`` names the file in messages, e.g. ``include file 'x.conf'``.
+    ``what`` names the file in messages, e.g. ``include file 'x.conf'``. Without ``at`` (a
+    top-level file) a failure is ``cannot read PATH: reason`` at ``path:0:0``, the file as
+    a whole, which callers show without the position.
     """
     where = at if at is not None else Position(path, 0, 0)
     try:
         # Only regular files: reading a FIFO or a device could block or never end.
         if not os.path.isfile(path):
-            if os.path.exists(path):
-                raise ConfError(where, f"{what} is not a regular file")
-            raise ConfError(where, f"{what} not found")
+            exists = os.path.exists(path)
+            reason = "not a regular file" if exists else os.strerror(errno.ENOENT)
+            if at is None:
+                raise ConfError(where, f"cannot read {path}: {reason}")
+            raise ConfError(where, f"{what} {'is not a regular file' if exists else 'not found'}")
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise ConfError(where, f"cannot read {what}: {e.strerror or e}") from None
+        shown = path if at is None else what
+        raise ConfError(where, f"cannot read {shown}: {e.strerror or e}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -93,7 +93,10 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         try:
             trees[file] = parse_file(file, env=env)
         except ConfError as exc:
-            collected.diagnostics.append(error(exc.message, exc.pos, code="syntax"))
+            if exc.pos.line == 0:  # the file as a whole: no position to show
+                collected.diagnostics.append(error(exc.message, code="file"))
+            else:
+                collected.diagnostics.append(error(exc.message, exc.pos, code="syntax"))
     if has_errors(collected.diagnostics):
         return Compilation(None, tuple(collected.diagnostics), flags=flags)
 

@@ -44,7 +44,7 @@ def test_missing_top_file(tmp_path: Path) -> None:
     path = tmp_path / "none.conf"
     err = error(parse_file, path)
     assert err.pos == Position(str(path), 0, 0)
-    assert "not found" in err.message
+    assert err.message == f"cannot read {path}: No such file or directory"
 
 
 def test_directory_is_not_a_file(tmp_path: Path) -> None:
