@@ -31,6 +31,7 @@ from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
 from stanpkg.server.sd_notify import notify
 from stanpkg.server.server import StreamingServer
+from stanpkg.server.syslog import syslog_for
 from stanpkg.server.views import ServerView
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.factory import create_store
@@ -65,11 +66,19 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 def run(plan: Plan) -> int:
     """Run the streaming server until SIGINT/SIGTERM (exit 0) or a fatal error (exit 1)."""
+    try:
+        syslog = syslog_for(plan)
+    except (OSError, ValueError) as exc:  # the reference exits too
+        Logger(logtime=plan.nats_server.logtime).fatal(
+            f"Failed to start: error connecting to syslog: {exc}"
+        )
+        return 1
     log = Logger(
         log_file=plan.nats_server.log_file,
         logtime=plan.nats_server.logtime,
         debug=plan.stan_debug,
         trace=plan.stan_trace,
+        syslog=syslog,
     )
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:

@@ -15,6 +15,8 @@ import threading
 from datetime import datetime
 from typing import TextIO
 
+from stanpkg.server.syslog import SyslogWriter
+
 __all__ = ["Logger", "format_line", "parse_nats_line"]
 
 STREAM_PREFIX = "STREAM: "
@@ -39,7 +41,11 @@ def parse_nats_line(line: str) -> tuple[str, str]:
 
 
 class Logger:
-    """Go-format logger to stderr or a file; thread-safe; ``reopen`` for SIGUSR1."""
+    """Go-format logger to stderr, a file or syslog; thread-safe; ``reopen`` for SIGUSR1.
+
+    As the reference, a log file wins over syslog (the caller passes ``syslog`` only
+    without one); syslog lines carry the text alone, the level becomes the priority.
+    """
 
     def __init__(
         self,
@@ -49,6 +55,7 @@ class Logger:
         debug: bool = False,
         trace: bool = False,
         stream: TextIO | None = None,
+        syslog: SyslogWriter | None = None,
     ) -> None:
         self.pid = os.getpid()
         self.log_file = log_file
@@ -58,6 +65,7 @@ class Logger:
         self._lock = threading.Lock()
         self._stream: TextIO = stream if stream is not None else sys.stderr
         self._file: TextIO | None = None
+        self._syslog = syslog if not log_file else None
         if log_file:
             self._file = self._open(log_file)
 
@@ -67,6 +75,10 @@ class Logger:
         return os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
 
     def _write(self, level: str, text: str) -> None:
+        if self._syslog is not None:
+            with self._lock:
+                self._syslog.write(level, text)
+            return
         line = format_line(self.pid, level, text, self.logtime) + "\n"
         with self._lock:
             out = self._file if self._file is not None else self._stream
@@ -126,6 +138,9 @@ class Logger:
 
     def close(self) -> None:
         with self._lock:
+            if self._syslog is not None:
+                self._syslog.close()
+                self._syslog = None
             if self._file is not None:
                 self._file.close()
                 self._file = None

@@ -316,6 +316,7 @@ class StreamingServer:
         if self._stopping:
             return
         self._stopping = True
+        self.log.notice("Shutting down.")  # the reference's first stop line, word for word
         conn = getattr(self, "conn", None)
         if self.ready and conn is not None and not conn.is_closed:
             # The round trip brings in everything NATS routed to us before it; the
