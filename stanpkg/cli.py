@@ -7,7 +7,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from stanpkg import __version__
 from stanpkg.plan.compile import Compilation, compile_args
 from stanpkg.plan.diagnostics import Diagnostic, Severity, error, warning
 from stanpkg.plan.dump import plan_to_dict
@@ -16,6 +15,7 @@ from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
 from stanpkg.plan.options import BY_PATH
 from stanpkg.plan.usage import usage_text
+from stanpkg.server.identity import version_text
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -255,7 +255,7 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
         print(usage_text(program))
         return EXIT_OK
     if flags is not None and flags.version:
-        print(f"nats-streaming-server (stanpkg) version {__version__}")
+        print(version_text())
         return EXIT_OK
     if flags is not None and flags.signal:
         from stanpkg.control import send_signal
@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         case "archive-slice":
             return cmd_archive_slice(rest)
         case "version" | "--version" | "-v":
-            print(f"stanpkg {__version__}")
+            print(version_text())
             return EXIT_OK
     return _usage_error(f'unknown command "{command}" (see stanpkg --help)')
 

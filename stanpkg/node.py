@@ -27,6 +27,7 @@ from stanpkg.monitor.service import MonitorServer, monitor_config
 from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
+from stanpkg.server.identity import STAN_VERSION, identity_line
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
 from stanpkg.server.sd_notify import notify
@@ -50,7 +51,7 @@ __all__ = [
     "run",
 ]
 
-VERSION = "0.25.6"  # the reference release whose behaviour is implemented
+VERSION = STAN_VERSION  # the reference release whose behaviour is implemented
 GO_VERSION = f"python{platform.python_version()}"  # what the reference calls its Go version
 _MONITOR_LINE = "Starting http monitor on "
 
@@ -212,6 +213,7 @@ class _Node:
         plan, log = self.plan, self.log
         server_id = next_nuid()
         log.notice(f"Starting nats-streaming-server[{plan.cluster_id}] version {VERSION}")
+        log.notice(identity_line(embedded=plan.embedded_nats))
         log.notice(f"ServerID: {server_id}")
         log.notice(f"Go version: {GO_VERSION}")
         log.notice("Git commit: [not set]")

@@ -103,13 +103,18 @@ def test_startup_log_and_graceful_stop(servers: list[ServerProcess]) -> None:
     assert (
         stream[0] == f"STREAM: Starting nats-streaming-server[{server.cluster_id}] version 0.25.6"
     )
-    assert (
-        stream[1].startswith("STREAM: ServerID: ")
-        and len(stream[1]) == len("STREAM: ServerID: ") + 22
+    assert re.fullmatch(
+        r"STREAM: stanpkg version \S+, STAN protocol of nats-streaming-server 0\.25\.6, "
+        r"nats-server \d+\.\d+\.\d+\S* \(embedded\)",
+        stream[1],
     )
-    assert stream[2].startswith("STREAM: Go version: ")
-    assert stream[3] == "STREAM: Git commit: [not set]"
-    assert stream[4:8] == [
+    assert (
+        stream[2].startswith("STREAM: ServerID: ")
+        and len(stream[2]) == len("STREAM: ServerID: ") + 22
+    )
+    assert stream[3].startswith("STREAM: Go version: ")
+    assert stream[4] == "STREAM: Git commit: [not set]"
+    assert stream[5:9] == [
         "STREAM: Recovering the state...",
         "STREAM: No recovered state",
         "STREAM: Message store is MEMORY",
@@ -123,8 +128,11 @@ def test_startup_log_and_graceful_stop(servers: list[ServerProcess]) -> None:
     order = [text for _, text in texts]
     assert order.index("Starting nats-server") < order.index("STREAM: Recovering the state...")
     assert order.index("Server is ready") < order.index("STREAM: Recovering the state...")
+    started = len(lines)
     server.proc.send_signal(signal.SIGTERM)
     assert server.finish() == 0
+    # The reference's stop line, first of the stop.
+    assert _texts(server.lines[started:])[0] == ("INF", "STREAM: Shutting down.")
 
 
 def test_systemd_readiness_and_stopping_notifications(
