@@ -73,6 +73,37 @@ def test_install_script_registers_the_service() -> None:
     assert "stanpkg_winsvc remove" in uninstall
 
 
+def test_install_and_uninstall_find_the_service_by_its_remembered_name() -> None:
+    install = (CHOCO / "tools" / "chocolateyinstall.ps1").read_text()
+    uninstall = (CHOCO / "tools" / "chocolateyuninstall.ps1").read_text()
+    for text in (install, uninstall):
+        assert "$stateFile = Join-Path $dataRoot 'service.json'" in text
+    # The names come from the tested logic (plan-install), the parameters passed as
+    # --name=VALUE so an empty one is not dropped by Windows PowerShell.
+    assert "'plan-install', '--state', $stateFile" in install
+    for param in ("service-name=$($pp['ServiceName'])", "syslog-name=$($pp['SyslogName'])"):
+        assert f'"--{param}"' in install and f'"--{param}"' in uninstall
+    assert "$serviceName = $plan.service_name" in install
+    assert "$plan.replaces" in install  # a renamed service's old registration goes
+    # The uninstall removes what plan-uninstall lists, then forgets the names.
+    assert "stanpkg_winsvc plan-uninstall --state $stateFile" in uninstall
+    assert "Remove-Item -Force $stateFile" in uninstall
+    # No name rule of its own left in the scripts (it lives in stanpkg_winsvc.logic).
+    assert "$names +=" not in uninstall and "service_name(" not in install
+
+
+def test_the_service_is_not_localsystem_and_its_folder_is_locked() -> None:
+    """The registration (sc.exe ... obj=) and the icacls calls are in stanpkg_winsvc
+    (tested in test_winsvc); the install script runs them through its install command."""
+    winservice = (ROOT / "windows/service/stanpkg_winsvc/winservice.py").read_text()
+    install_fn = winservice[winservice.index("def install(") : winservice.index("def remove(")]
+    assert "logic.sc_create(spec)" in install_fn
+    assert "logic.icacls_lockdown(spec)" in install_fn
+    assert "logic.state_path(spec.install_root)" in install_fn
+    assert install_fn.index("sc_create") < install_fn.index("icacls_lockdown")
+    assert "LocalSystem" not in winservice
+
+
 @pytest.mark.slow
 def test_nupkg_layout(nupkg_file: Path) -> None:
     with zipfile.ZipFile(nupkg_file) as zf:

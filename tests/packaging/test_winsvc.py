@@ -1,10 +1,13 @@
 """The Windows service wrapper's logic (windows/service/stanpkg_winsvc/logic.py), on Linux:
-names, the registered command line, sc.exe calls, -sl quit=<service>, control handling."""
+names, the registered command line, sc.exe calls, the virtual service account and the
+install folder's ACL, the remembered names, -sl quit=<service>, control handling."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +79,7 @@ def test_child_runs_stanpkg_from_the_venv() -> None:
 
 
 def test_sc_calls() -> None:
-    create, description, failure, flag = logic.sc_create(SPEC)
+    create, description, failure, flag, sidtype, account = logic.sc_create(SPEC)
     assert create[:3] == ["sc.exe", "create", "stan-a"]
     assert create[create.index("binPath=") + 1] == logic.binpath(SPEC)
     assert create[create.index("start=") + 1] == "auto"
@@ -84,6 +87,116 @@ def test_sc_calls() -> None:
     assert failure[failure.index("actions=") + 1].startswith("restart/")
     assert flag == ["sc.exe", "failureflag", "stan-a", "1"]
     assert logic.sc_delete("stan-a") == ["sc.exe", "delete", "stan-a"]
+    # Not LocalSystem: the service's own virtual account (which needs the service SID).
+    assert sidtype == ["sc.exe", "sidtype", "stan-a", "unrestricted"]
+    assert account == ["sc.exe", "config", "stan-a", "obj=", r"NT SERVICE\stan-a"]
+    assert "obj=" not in create  # the account is set once the service exists
+
+
+def test_install_folder_is_locked_down_for_the_service_account() -> None:
+    root, account = r"C:\ProgramData\stanpkg", r"NT SERVICE\stan-a"
+    assert SPEC.install_root == root
+    calls = logic.icacls_lockdown(SPEC)
+    lock = calls[0]
+    assert lock[:3] == ["icacls", root, "/inheritance:r"]  # nothing from %ProgramData%
+    grants = lock[lock.index("/grant:r") + 1 : lock.index("/Q")]
+    assert grants == [
+        "*S-1-5-32-544:(OI)(CI)F",  # Administrators
+        "*S-1-5-18:(OI)(CI)F",  # SYSTEM
+        f"{account}:(OI)(CI)RX",
+    ]
+    # Write access only where the server writes (the config is under the root here).
+    assert calls[1:] == [
+        ["icacls", rf"{root}\data", "/grant:r", f"{account}:(OI)(CI)M", "/Q"],
+        ["icacls", rf"{root}\log", "/grant:r", f"{account}:(OI)(CI)M", "/Q"],
+    ]
+    assert not [arg for call in calls for arg in call if "Users" in arg or "Everyone" in arg]
+
+
+def test_a_config_outside_the_install_folder_is_made_readable() -> None:
+    outside = logic.ServiceSpec("stan-b", SPEC.python, SPEC.venv, r"D:\stan\b.conf")
+    assert logic.icacls_lockdown(outside)[-1] == [
+        "icacls",
+        r"D:\stan\b.conf",
+        "/grant:r",
+        r"NT SERVICE\stan-b:R",
+        "/Q",
+    ]
+    # Case and a trailing separator do not fool the containment check.
+    inside = logic.ServiceSpec("x", SPEC.python, SPEC.venv, r"c:\programdata\STANPKG\a.conf")
+    assert len(logic.icacls_lockdown(inside)) == 3
+    sibling = logic.ServiceSpec("x", SPEC.python, SPEC.venv, r"C:\ProgramData\stanpkg2\a.conf")
+    assert len(logic.icacls_lockdown(sibling)) == 4
+
+
+DEFAULT_CONF = r"C:\ProgramData\stanpkg\stan.conf"
+
+
+def test_first_install_takes_the_parameters_or_the_defaults() -> None:
+    plan = logic.plan_install({}, None, DEFAULT_CONF)
+    assert plan == logic.InstallPlan(
+        logic.Settings("nats-streaming-server", "", DEFAULT_CONF), replaces=""
+    )
+    plan = logic.plan_install({"SyslogName": "stan-a", "Config": r"D:\a.conf"}, None, DEFAULT_CONF)
+    assert plan.settings == logic.Settings("stan-a", "stan-a", r"D:\a.conf")
+
+
+def test_upgrade_without_parameters_keeps_the_custom_names() -> None:
+    remembered = logic.Settings("stan-a", "stan-a", r"D:\a.conf")
+    plan = logic.plan_install({}, remembered, DEFAULT_CONF)
+    assert plan == logic.InstallPlan(remembered, replaces="")
+    # Only the config given: names still remembered.
+    plan = logic.plan_install({"Config": r"D:\b.conf"}, remembered, DEFAULT_CONF)
+    assert plan.settings == logic.Settings("stan-a", "stan-a", r"D:\b.conf")
+
+
+def test_upgrade_with_a_new_name_replaces_the_old_service() -> None:
+    remembered = logic.Settings("stan-a", "stan-a", DEFAULT_CONF)
+    plan = logic.plan_install({"ServiceName": "stan-b"}, remembered, DEFAULT_CONF)
+    assert plan.settings.service_name == "stan-b" and plan.replaces == "stan-a"
+    # Same name in another case is the same Windows service.
+    assert logic.plan_install({"ServiceName": "STAN-A"}, remembered, DEFAULT_CONF).replaces == ""
+
+
+def test_uninstall_finds_the_remembered_service() -> None:
+    remembered = logic.Settings("stan-a", "stan-a", DEFAULT_CONF)
+    assert logic.services_to_remove({}, remembered) == ["stan-a", "nats-streaming-server"]
+    assert logic.services_to_remove({}, None) == ["nats-streaming-server"]
+    assert logic.services_to_remove({"ServiceName": "x", "SyslogName": "X"}, remembered) == [
+        "x",
+        "stan-a",
+        "nats-streaming-server",
+    ]
+
+
+def test_settings_round_trip_and_garbage() -> None:
+    settings = logic.Settings("stan-a", "", r"D:\a.conf")
+    assert logic.parse_settings(logic.settings_json(settings)) == settings
+    for text in (None, "", "not json", "[]", '{"config": "x"}', '{"service_name": ""}'):
+        assert logic.parse_settings(text) is None, text
+    assert logic.state_path(SPEC.install_root) == r"C:\ProgramData\stanpkg\service.json"
+
+
+def test_cli_plans_what_the_chocolatey_scripts_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "service.json"
+    # Empty parameters arrive as --name= (PowerShell drops empty native arguments).
+    args = ["--state", str(state), "--service-name=", "--syslog-name=stan-a"]
+    assert cli_main(["plan-install", *args, "--config=", "--default-config", DEFAULT_CONF]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned == {
+        "service_name": "stan-a",
+        "syslog_name": "stan-a",
+        "config": DEFAULT_CONF,
+        "replaces": "",
+    }
+    state.write_text(logic.settings_json(logic.Settings("stan-a", "stan-a", DEFAULT_CONF)))
+    bare = ["--state", str(state), "--service-name=", "--syslog-name="]
+    assert cli_main(["plan-install", *bare, "--config=", "--default-config", "C:\\x"]) == 0
+    assert json.loads(capsys.readouterr().out)["service_name"] == "stan-a"
+    assert cli_main(["plan-uninstall", *bare]) == 0
+    assert capsys.readouterr().out.split() == ["stan-a", "nats-streaming-server"]
 
 
 def test_controls_map_to_actions() -> None:

@@ -1,14 +1,16 @@
 # Installs stanpkg offline from the wheels in this package into its own venv, puts
 # stanpkg/nats-streaming-server on the PATH, writes the default config (kept if present),
-# validates it, and registers + starts the Windows service.
+# validates it, and registers + starts the Windows service (as NT SERVICE\<name>, in a
+# folder only Administrators, SYSTEM and that account can use).
 $ErrorActionPreference = 'Stop'
 
 $toolsDir = Split-Path -Parent $MyInvocation.MyCommand.Definition
 $pp = Get-PackageParameters
 $dataRoot = Join-Path $env:ProgramData 'stanpkg'
 $venv = Join-Path $dataRoot 'venv'
-$config = if ($pp['Config']) { $pp['Config'] } else { Join-Path $dataRoot 'stan.conf' }
-$syslogName = if ($pp['SyslogName']) { $pp['SyslogName'] } else { '' }
+# What this install chose (service and syslog names, config): upgrades and the uninstall
+# read it back, so a custom /ServiceName or /SyslogName need not be given again.
+$stateFile = Join-Path $dataRoot 'service.json'
 
 function Find-Python311 {
     # The python311 dependency installs here; the py launcher finds other installs.
@@ -34,23 +36,27 @@ function Invoke-Checked {
 }
 
 $python = Find-Python311
-# The service name rule lives in stanpkg_winsvc.logic (tested); the values go through the
-# environment because Windows PowerShell drops empty arguments to native commands.
-$env:STANPKG_SERVICE_NAME = "$($pp['ServiceName'])"
-$env:STANPKG_SYSLOG_NAME = $syslogName
-$serviceName = & $python -c @"
-import os, sys
-sys.path.insert(0, r'$toolsDir')
-from stanpkg_winsvc.logic import service_name
-print(service_name(os.environ['STANPKG_SERVICE_NAME'], os.environ['STANPKG_SYSLOG_NAME']))
-"@
-if ($LASTEXITCODE -ne 0) { throw "invalid service name" }
-$serviceName = "$serviceName".Trim()
+# The decisions live in stanpkg_winsvc.logic (tested): the parameters given, else the
+# previous install's (service.json), else the defaults. Parameters go as --name=VALUE:
+# Windows PowerShell drops empty arguments to native commands.
+$planArgs = @('plan-install', '--state', $stateFile,
+    '--default-config', (Join-Path $dataRoot 'stan.conf'),
+    "--service-name=$($pp['ServiceName'])", "--syslog-name=$($pp['SyslogName'])",
+    "--config=$($pp['Config'])")
+$planJson = & $python -c "import sys; sys.path.insert(0, r'$toolsDir'); from stanpkg_winsvc.__main__ import main; sys.exit(main(sys.argv[1:]))" @planArgs
+if ($LASTEXITCODE -ne 0) { throw "invalid package parameters" }
+$plan = "$planJson" | ConvertFrom-Json
+$serviceName = $plan.service_name
+$syslogName = $plan.syslog_name
+$config = $plan.config
 
-# An upgrade replaces the venv: stop the running service first, as the reference's -sl quit.
-if (Get-Service -Name $serviceName -ErrorAction SilentlyContinue) {
-    Write-Host "Stopping service $serviceName for the upgrade"
-    Invoke-Checked (Join-Path $venv 'Scripts\python.exe') @('-m', 'stanpkg_winsvc', 'remove', '--service-name', $serviceName)
+# An upgrade replaces the venv: stop the running service first, as the reference's -sl quit;
+# a service installed under another name before is removed (the new name replaces it).
+foreach ($old in (@($serviceName, $plan.replaces) | Where-Object { $_ } | Select-Object -Unique)) {
+    if ((Get-Service -Name $old -ErrorAction SilentlyContinue) -and (Test-Path (Join-Path $venv 'Scripts\python.exe'))) {
+        Write-Host "Stopping service $old for the upgrade"
+        Invoke-Checked (Join-Path $venv 'Scripts\python.exe') @('-m', 'stanpkg_winsvc', 'remove', '--service-name', $old)
+    }
 }
 
 foreach ($dir in @($dataRoot, (Join-Path $dataRoot 'data'), (Join-Path $dataRoot 'log'))) {
@@ -82,6 +88,9 @@ if ($pp['NoService']) {
 $installArgs = @('-m', 'stanpkg_winsvc', 'install', '--service-name', $serviceName,
     '--python', $python, '--venv', $venv, '--config', $config)
 if ($syslogName) { $installArgs += @('--syslog-name', $syslogName) }
+# Registers the service under its virtual account NT SERVICE\<name> (not LocalSystem),
+# locks the install folder down with icacls (Administrators and SYSTEM full control, the
+# account read/execute, data and log writable) and writes service.json.
 Invoke-Checked $venvPython $installArgs
 Start-Service -Name $serviceName
 Write-Host "Service $serviceName started; stop it with: nats-streaming-server -sl quit=$serviceName"

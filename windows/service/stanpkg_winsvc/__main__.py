@@ -4,6 +4,7 @@ scripts). Parsing and every decision are in ``logic``; Windows calls in ``winser
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from stanpkg_winsvc import logic
@@ -24,7 +25,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--service-name", default=logic.DEFAULT_SERVICE)
     p = sub.add_parser("signal", help="like nats-streaming-server -sl CMD=SERVICE")
     p.add_argument("signal")
+    # What the Chocolatey scripts ask before acting (no Windows calls). Give the package
+    # parameters as --name=VALUE: Windows PowerShell drops empty native arguments.
+    for name in ("plan-install", "plan-uninstall"):
+        p = sub.add_parser(name)
+        p.add_argument("--state", required=True, help="the remembered settings (JSON)")
+        p.add_argument("--service-name", default="")
+        p.add_argument("--syslog-name", default="")
+        if name == "plan-install":
+            p.add_argument("--config", default="")
+            p.add_argument("--default-config", required=True)
     return parser
+
+
+def _params(ns: argparse.Namespace) -> dict[str, str]:
+    return {
+        "ServiceName": ns.service_name,
+        "SyslogName": ns.syslog_name,
+        "Config": getattr(ns, "config", ""),
+    }
+
+
+def _remembered(path: str) -> logic.Settings | None:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return logic.parse_settings(file.read())
+    except OSError:
+        return None
+
+
+def plan(ns: argparse.Namespace) -> str:
+    """plan-install: the install's settings as JSON (with ``replaces``, an old service to
+    remove); plan-uninstall: the services to remove, one per line."""
+    remembered = _remembered(ns.state)
+    if ns.command == "plan-uninstall":
+        return "\n".join(logic.services_to_remove(_params(ns), remembered))
+    decided = logic.plan_install(_params(ns), remembered, ns.default_config)
+    return json.dumps({**vars(decided.settings), "replaces": decided.replaces})
 
 
 def spec_from(ns: argparse.Namespace) -> logic.ServiceSpec:
@@ -37,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if ns.command == "binpath":
             print(logic.binpath(spec_from(ns)))
+            return 0
+        if ns.command.startswith("plan-"):
+            print(plan(ns))
             return 0
         from stanpkg_winsvc import winservice  # Windows only from here on
 

@@ -13,10 +13,11 @@ of the log file (control 128), lame-duck mode (129), as nats-server's Windows se
 
 from __future__ import annotations
 
+import json
 import ntpath
 import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 DEFAULT_SERVICE = "nats-streaming-server"
 DISPLAY_NAME = "NATS Streaming Server (stanpkg)"
@@ -91,6 +92,15 @@ class ServiceSpec:
     def host_script(self) -> str:
         return ntpath.join(self.site_packages, "stanpkg_winsvc", "host.py")
 
+    @property
+    def install_root(self) -> str:
+        """%ProgramData%\\stanpkg: the venv, the config, data, logs and the state file."""
+        return ntpath.dirname(self.venv.rstrip("\\"))
+
+    @property
+    def account(self) -> str:
+        return service_account(self.name)
+
 
 def server_args(spec: ServiceSpec) -> list[str]:
     """The server's own arguments: config, the event-log source name, extra flags."""
@@ -127,9 +137,17 @@ def binpath(spec: ServiceSpec) -> str:
     return subprocess.list2cmdline(host_command(spec))
 
 
+def service_account(name: str) -> str:
+    """The service's virtual account: its own identity, no password, no rights beyond
+    what the install grants it (not LocalSystem, which owns the machine)."""
+    return f"NT SERVICE\\{name}"
+
+
 def sc_create(spec: ServiceSpec) -> list[list[str]]:
     """The sc.exe calls that register the service (sc.exe wants ``key=`` and the value as
-    two arguments). Automatic start, restart on failure like the unit's Restart=on-failure."""
+    two arguments). Automatic start, restart on failure like the unit's Restart=on-failure;
+    run as the virtual account ``NT SERVICE\\<name>`` (a virtual account needs the
+    service SID, hence sidtype unrestricted, set before the account)."""
     name = spec.name
     return [
         [
@@ -155,7 +173,121 @@ def sc_create(spec: ServiceSpec) -> list[list[str]]:
         ],
         # Failure actions also when the server exits non-zero, not only when it crashes.
         ["sc.exe", "failureflag", name, "1"],
+        ["sc.exe", "sidtype", name, "unrestricted"],
+        ["sc.exe", "config", name, "obj=", spec.account],
     ]
+
+
+# Well-known SIDs (icacls takes "*SID"): the same on every Windows language.
+ADMINISTRATORS = "*S-1-5-32-544"
+LOCAL_SYSTEM = "*S-1-5-18"
+WRITABLE_DIRS = ("data", "log")  # under the install root: the default store and log
+
+
+def icacls_lockdown(spec: ServiceSpec) -> list[list[str]]:
+    """The icacls calls that make the install root private: no inherited access (under
+    %ProgramData% every user may create files, and the service would run them);
+    Administrators and SYSTEM full control, the service account read and execute, and
+    modify on the data and log folders only. A config outside the root is made readable
+    by the account. Children inherit the new ACL (icacls propagates it)."""
+    root, account = spec.install_root, spec.account
+    inherit = "(OI)(CI)"
+    calls = [
+        [
+            "icacls",
+            root,
+            "/inheritance:r",
+            "/grant:r",
+            f"{ADMINISTRATORS}:{inherit}F",
+            f"{LOCAL_SYSTEM}:{inherit}F",
+            f"{account}:{inherit}RX",
+            "/Q",
+        ]
+    ]
+    for folder in WRITABLE_DIRS:
+        calls.append(
+            ["icacls", ntpath.join(root, folder), "/grant:r", f"{account}:{inherit}M", "/Q"]
+        )
+    if not _is_under(spec.config, root):
+        calls.append(["icacls", spec.config, "/grant:r", f"{account}:R", "/Q"])
+    return calls
+
+
+def _is_under(path: str, root: str) -> bool:
+    path, root = ntpath.normcase(ntpath.normpath(path)), ntpath.normcase(ntpath.normpath(root))
+    return path.startswith(root.rstrip("\\") + "\\")
+
+
+# --- what an install remembers (upgrade and uninstall find the service by it) ----------
+
+STATE_FILE = "service.json"  # in the install root
+
+
+@dataclass(frozen=True)
+class Settings:
+    service_name: str
+    syslog_name: str
+    config: str
+
+
+def state_path(install_root: str) -> str:
+    return ntpath.join(install_root, STATE_FILE)
+
+
+def settings_json(settings: Settings) -> str:
+    return json.dumps(asdict(settings), indent=2) + "\n"
+
+
+def parse_settings(text: str | None) -> Settings | None:
+    """The remembered settings; None when absent or unreadable (then the defaults apply,
+    as before anything was remembered)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        settings = Settings(
+            str(data["service_name"]), str(data.get("syslog_name", "")), str(data["config"])
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+    return settings if settings.service_name else None
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    settings: Settings
+    replaces: str  # a previously installed service of another name to remove, or ""
+
+
+def plan_install(
+    params: Mapping[str, str], remembered: Settings | None, default_config: str
+) -> InstallPlan:
+    """The names and config of this install from the package parameters (/ServiceName,
+    /SyslogName, /Config), else what the previous install remembered, else the defaults.
+    Naming either parameter renames the service: the old one is removed."""
+    asked_service, asked_syslog = params.get("ServiceName", ""), params.get("SyslogName", "")
+    if asked_service or asked_syslog or remembered is None:
+        name = service_name(asked_service, asked_syslog)
+        syslog = asked_syslog
+    else:
+        name, syslog = remembered.service_name, remembered.syslog_name
+    config = params.get("Config", "") or (remembered.config if remembered else default_config)
+    replaces = ""
+    if remembered is not None and remembered.service_name.lower() != name.lower():
+        replaces = remembered.service_name
+    return InstallPlan(Settings(name, syslog, config), replaces)
+
+
+def services_to_remove(params: Mapping[str, str], remembered: Settings | None) -> list[str]:
+    """What an uninstall stops and removes: the names given, the remembered one, and the
+    default (an install from before names were remembered); each once."""
+    names = [params.get("ServiceName", ""), params.get("SyslogName", "")]
+    names += [remembered.service_name if remembered else "", DEFAULT_SERVICE]
+    seen: dict[str, str] = {}
+    for name in names:
+        if name and name.lower() not in seen:
+            seen[name.lower()] = name
+    return list(seen.values())
 
 
 def sc_delete(name: str) -> list[str]:

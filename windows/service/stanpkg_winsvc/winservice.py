@@ -26,6 +26,12 @@ def run_sc(calls: list[list[str]]) -> None:
 
 def install(spec: logic.ServiceSpec) -> None:
     run_sc(logic.sc_create(spec))
+    # The account exists once the service does: lock the install down for it, then
+    # remember the names for the next upgrade and the uninstall.
+    run_sc(logic.icacls_lockdown(spec))
+    settings = logic.Settings(spec.name, spec.syslog_name, spec.config)
+    with open(logic.state_path(spec.install_root), "w", encoding="utf-8") as file:
+        file.write(logic.settings_json(settings))
     # The event source the server logs to (--syslog_name), in the Application log.
     win32evtlogutil.AddSourceToRegistry(spec.syslog_name or spec.name, msgDLL=None)
 
