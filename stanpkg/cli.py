@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from stanpkg.plan.compile import Compilation, compile_args
-from stanpkg.plan.diagnostics import Diagnostic, Severity, error, warning
+from stanpkg.plan.diagnostics import Diagnostic, Severity, warning
 from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.flags import UsageError, parse_flags
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
+from stanpkg.plan.nats_errors import nats_problem
 from stanpkg.plan.options import BY_PATH
 from stanpkg.plan.usage import usage_text
 from stanpkg.server.identity import version_text
@@ -204,16 +205,12 @@ def check_embedded_nats(plan: Plan) -> list[Diagnostic]:
     from stanpkg.transport.natsconf import render_config
 
     where = plan.nats_server.config_file
+    generated, name = render_config(embedded_config(plan)), "embedded-nats.conf"
     try:
-        problems = check_config(render_config(embedded_config(plan)), "embedded-nats.conf")
+        problems = check_config(generated, name)
     except NatsServerNotFoundError as exc:
         return [warning(f"NATS server options not checked: {exc}", where=where, code="nats")]
-    return [
-        error(
-            f"the NATS server rejects the NATS options of this file: {p}", where=where, code="nats"
-        )
-        for p in problems
-    ]
+    return [nats_problem(p, generated, name, plan.nats_server) for p in problems]
 
 
 def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:
@@ -265,6 +262,11 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
         return _usage_error(result.usage_error)
     _print_diagnostics(result.diagnostics, strict=False)
     if result.plan is None:
+        return EXIT_INVALID
+    # nats-server would name the generated file; checked first, its errors name the user's.
+    nats_errors = [d for d in check_embedded_nats(result.plan) if d.severity is Severity.ERROR]
+    if nats_errors:
+        _print_diagnostics(nats_errors, strict=False)
         return EXIT_INVALID
     from stanpkg.node import run
 

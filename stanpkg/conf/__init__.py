@@ -9,7 +9,7 @@ silently accepts).
 from stanpkg.conf.errors import ConfError, Position
 from stanpkg.conf.nodes import Kind, MapEntry, Node
 from stanpkg.conf.parser import gc_paused, parse_file, parse_string, parse_value
-from stanpkg.conf.render import render
+from stanpkg.conf.render import render, render_with_positions
 
 __all__ = [
     "ConfError",
@@ -22,4 +22,5 @@ __all__ = [
     "parse_string",
     "parse_value",
     "render",
+    "render_with_positions",
 ]

@@ -20,6 +20,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from stanpkg.conf.errors import Position
 from stanpkg.conf.nodes import Kind, MapEntry, Node
 from stanpkg.conf.scalars import ESCAPES
 
@@ -32,51 +33,71 @@ _INDENT = "  "
 
 def render(node: Node) -> str:
     if node.kind is Kind.MAP:
-        lines: list[str] = []
-        _entries(node.entries, 0, lines)
-        return "".join(line + "\n" for line in lines)
+        return render_with_positions(node)[0]
     if node.kind is Kind.ARRAY:
-        lines = []
-        _array(node.items, 0, lines, "")
-        return "\n".join(lines)
+        out = _Lines()
+        _array(node.items, 0, out, "", node.pos)
+        return "\n".join(out.lines)
     return _scalar(node)
 
 
-def _entries(entries: tuple[MapEntry, ...], depth: int, out: list[str]) -> None:
+def render_with_positions(node: Node) -> tuple[str, tuple[Position, ...]]:
+    """A MAP node rendered as :func:`render` does, with the source position behind each
+    output line (an entry's key, an array element), so that an error another program
+    reports in the rendered text can be shown where the user wrote it."""
+    out = _Lines()
+    _entries(node.entries, 0, out)
+    return "".join(line + "\n" for line in out.lines), tuple(out.marks)
+
+
+class _Lines:
+    __slots__ = ("lines", "marks")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.marks: list[Position] = []
+
+    def add(self, line: str, pos: Position) -> None:
+        self.lines.append(line)
+        self.marks.append(pos)
+
+
+def _entries(entries: tuple[MapEntry, ...], depth: int, out: _Lines) -> None:
     pad = _INDENT * depth
     for entry in entries:
         key = _key(entry.key)
         node = entry.node
+        at = entry.key_pos
         if node.kind is Kind.MAP:
             if not node.entries:
-                out.append(f"{pad}{key} {{}}")
+                out.add(f"{pad}{key} {{}}", at)
                 continue
-            out.append(f"{pad}{key} {{")
+            out.add(f"{pad}{key} {{", at)
             _entries(node.entries, depth + 1, out)
-            out.append(f"{pad}}}")
+            out.add(f"{pad}}}", at)
         elif node.kind is Kind.ARRAY:
-            _array(node.items, depth, out, f"{key}: ")
+            _array(node.items, depth, out, f"{key}: ", at)
         else:
-            out.append(f"{pad}{key}: {_scalar(node)}")
+            out.add(f"{pad}{key}: {_scalar(node)}", at)
 
 
-def _array(items: tuple[Node, ...], depth: int, out: list[str], prefix: str) -> None:
+def _array(items: tuple[Node, ...], depth: int, out: _Lines, prefix: str, at: Position) -> None:
     pad = _INDENT * depth
     if all(n.kind not in (Kind.MAP, Kind.ARRAY) for n in items):
-        out.append(f"{pad}{prefix}[{', '.join(_scalar(n) for n in items)}]")
+        out.add(f"{pad}{prefix}[{', '.join(_scalar(n) for n in items)}]", at)
         return
-    out.append(f"{pad}{prefix}[")
+    out.add(f"{pad}{prefix}[", at)
     inner = _INDENT * (depth + 1)
     for n in items:
         if n.kind is Kind.MAP:
-            out.append(f"{inner}{{")
+            out.add(f"{inner}{{", n.pos)
             _entries(n.entries, depth + 2, out)
-            out.append(f"{inner}}}")
+            out.add(f"{inner}}}", n.pos)
         elif n.kind is Kind.ARRAY:
-            _array(n.items, depth + 1, out, "")
+            _array(n.items, depth + 1, out, "", n.pos)
         else:
-            out.append(f"{inner}{_scalar(n)}")
-    out.append(f"{pad}]")
+            out.add(f"{inner}{_scalar(n)}", n.pos)
+    out.add(f"{pad}]", at)
 
 
 def _key(key: str) -> str:

@@ -18,7 +18,7 @@ from datetime import datetime
 from itertools import pairwise
 
 from stanpkg.conf import Kind as NodeKind
-from stanpkg.conf import MapEntry, Node, Position, render
+from stanpkg.conf import MapEntry, Node, Position, render_with_positions
 from stanpkg.plan.diagnostics import Diagnostic, error, warning
 from stanpkg.plan.nats_keys import NATS_ADDRESS_KEYS, NATS_PASSTHROUGH_KEYS
 from stanpkg.plan.options import (
@@ -351,7 +351,8 @@ def with_nats_cluster_name(entries: list[MapEntry], name: str) -> list[MapEntry]
     return named
 
 
-def render_passthrough(entries: list[MapEntry], pos: Position) -> str:
+def render_passthrough(entries: list[MapEntry], pos: Position) -> tuple[str, tuple[Position, ...]]:
+    """The NATS-server-only entries as config text, with the position of each line."""
     if not entries:
-        return ""
-    return render(Node(NodeKind.MAP, tuple(entries), pos))
+        return "", ()
+    return render_with_positions(Node(NodeKind.MAP, tuple(entries), pos))

@@ -326,7 +326,7 @@ def build_plan(
     ctx: Context,
     streaming_file: str,
     nats_file: str,
-    passthrough: str,
+    passthrough: tuple[str, tuple[Position, ...]],
     nats_tls: tuple[str, str],
 ) -> Plan:
     cert, key = (str(ctx.value(("nats_server", k)) or "") for k in ("tls_cert", "tls_key"))
@@ -336,7 +336,8 @@ def build_plan(
         ctx,
         NatsServerOptions,
         "nats_server",
-        passthrough=passthrough,
+        passthrough=passthrough[0],
+        passthrough_positions=passthrough[1],
         config_file=nats_file,
         monitor_tls_cert=cert,
         monitor_tls_key=key,

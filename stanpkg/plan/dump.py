@@ -24,10 +24,17 @@ def _value(value: object) -> Any:
             "channels": {c.name: dataclasses.asdict(c.limits) for c in value.channels},
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _field(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: _field(f.name, getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name not in _NOT_DUMPED
+        }
     if isinstance(value, tuple):
         return [_value(v) for v in value]
     return value
+
+
+_NOT_DUMPED = frozenset({"passthrough_positions"})  # bookkeeping for error messages
 
 
 def _field(name: str, value: object) -> Any:

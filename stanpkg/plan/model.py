@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from stanpkg.conf import Position
 from stanpkg.plan.limits import StoreLimits
 
 
@@ -153,6 +154,9 @@ class NatsServerOptions:
     # NATS-server-only entries of the NATS config file (authorization, accounts, cluster,
     # leafnodes, ...), rendered back to NATS config text for the embedded server.
     passthrough: str = ""
+    # Where each line of ``passthrough`` was written (nats_errors.py maps nats-server's
+    # complaints about the generated file back to the operator's file).
+    passthrough_positions: tuple[Position, ...] = field(default=(), repr=False)
     config_file: str = ""  # the file the NATS options were read from (for the log)
     # HTTPS monitoring's certificate: the -tls* options, else the NATS tls {} block's.
     monitor_tls_cert: str = ""

@@ -40,7 +40,13 @@ NOT_OPTIONS = {
 
 
 # Section fields the compiler derives rather than reads from one option.
-DERIVED_SECTION_FIELDS = {"config_file", "passthrough", "monitor_tls_cert", "monitor_tls_key"}
+DERIVED_SECTION_FIELDS = {
+    "config_file",
+    "passthrough",
+    "passthrough_positions",
+    "monitor_tls_cert",
+    "monitor_tls_key",
+}
 
 
 def test_plan_fields_match_the_table() -> None:
