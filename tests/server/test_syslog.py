@@ -169,6 +169,14 @@ def test_unreachable_tcp_syslog_is_fatal_at_start(procs: list[subprocess.Popen[b
     assert "[FTL] STREAM: Failed to start: error connecting to syslog:" in out.decode()
 
 
+def test_bad_remote_syslog_url_is_fatal_at_start(procs: list[subprocess.Popen[bytes]]) -> None:
+    proc = _start("-r", "http://127.0.0.1:514")
+    procs.append(proc)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert "network must be udp, tcp or unix" in out.decode()
+
+
 def test_log_file_wins_over_syslog(procs: list[subprocess.Popen[bytes]], tmp_path: Path) -> None:
     listener, url = _udp()
     log_file = tmp_path / "server.log"
