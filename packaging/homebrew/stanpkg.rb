@@ -134,7 +134,9 @@ class Stanpkg < Formula
     (buildpath/"stan.conf").write <<~EOS
       # stanpkg configuration (Homebrew). Check edits with: stanpkg validate #{etc}/stanpkg/stan.conf
       port: 4222
+      # Monitoring has no authentication: loopback only (set http_host to widen it).
       http_port: 8222
+      http_host: "127.0.0.1"
       streaming {
         cluster_id: "test-cluster"
         store: file

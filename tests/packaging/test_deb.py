@@ -1,6 +1,7 @@
 """The .deb: built, lintian-clean, and installed for real with apt-get into a booted
 Debian 12 container, where the service starts, serves a STAN client, survives a log
-rotation, refuses a broken config at ExecStartPre, and is purged without a trace."""
+rotation, refuses a broken config at ExecStartPre, and is purged: keeping the message
+store unless the operator confirms (debconf), else without a trace."""
 
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ def test_package_layout(deb_file: Path) -> None:
         ["dpkg-deb", "--field", deb_file, "Depends"], capture_output=True, text=True, check=True
     ).stdout
     assert "python3.11" in control and "adduser" in control
+    assert "debconf" in control  # the purge question
+    templates = subprocess.run(
+        ["dpkg-deb", "--info", deb_file, "templates"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Template: stanpkg/purge_data" in templates
     conffiles = subprocess.run(
         ["dpkg-deb", "--ctrl-tarfile", deb_file], capture_output=True, check=True
     ).stdout
@@ -131,13 +137,35 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     result_code = machine.sh("systemctl show -p ExecMainStatus --value stanpkg").strip()
     assert result_code == "0", machine.sh("journalctl -u stanpkg --no-pager -n 30")
 
-    # Purge: no files, no unit, no process left.
-    machine.sh("apt-get purge -y -q stanpkg")
+    # Purge keeps the message store (and logs) unless the operator says otherwise: the
+    # debconf question defaults to "no", which is what a non-interactive purge takes.
+    machine.sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q stanpkg")
+    _assert_purged(machine)
+    assert machine.sh("ls /var/lib/stanpkg/datastore").split(), "message store deleted"
+    assert machine.sh("ls /var/log/stanpkg").split()
+
+    # A reinstall serves the kept messages.
+    _install(machine, deb_file)
+    machine.wait_active("stanpkg.service")
+    replay = _roundtrip(machine, "pkg.test", 0, stored=6)  # 5, then 1 more above
+    assert replay["replayed"] == [f"msg-{i}" for i in range(6)], replay
+
+    # Preseeded "yes": purge removes the data and logs too, without a trace.
+    machine.sh('echo "stanpkg stanpkg/purge_data boolean true" | debconf-set-selections')
+    machine.sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q stanpkg")
+    _assert_purged(machine)
+    for path in ("/var/lib/stanpkg", "/var/log/stanpkg"):
+        assert not (machine.root / path.lstrip("/")).exists(), path
+    # debconf forgets the package's answers with it (the next install asks again).
+    answers = machine.sh("debconf-show stanpkg 2>/dev/null || true")
+    assert "purge_data" not in answers, answers
+
+
+def _assert_purged(machine: Machine) -> None:
+    """No package files, unit or process left (the data is checked by the caller)."""
     for path in (
         "/opt/stanpkg",
         "/etc/stanpkg",
-        "/var/lib/stanpkg",
-        "/var/log/stanpkg",
         "/lib/systemd/system/stanpkg.service",
         "/usr/bin/stanpkg",
         "/etc/logrotate.d/stanpkg",

@@ -19,7 +19,8 @@ SHELL_SCRIPTS = [
     ROOT / "packaging" / "deb" / "build.sh",
     ROOT / "packaging" / "rpm" / "build.sh",
 ]
-MAINTAINER_SCRIPTS = sorted((ROOT / "packaging" / "deb" / "debian").glob("stanpkg.p*"))
+DEBIAN = ROOT / "packaging" / "deb" / "debian"
+MAINTAINER_SCRIPTS = sorted([*DEBIAN.glob("stanpkg.p*"), DEBIAN / "stanpkg.config"])
 UNIT = (ROOT / "packaging" / "files" / "stanpkg.service").read_text()
 
 
@@ -99,3 +100,47 @@ def test_logrotate_config_parses(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 0 and "error:" not in proc.stderr, proc.stderr
+
+
+def _homebrew_conf(tmp_path: Path) -> Path:
+    """The config the formula writes (a heredoc in Ruby), with Homebrew's paths filled in."""
+    formula = (ROOT / "packaging/homebrew/stanpkg.rb").read_text()
+    body = formula.split('(buildpath/"stan.conf").write <<~EOS\n', 1)[1].split("EOS\n", 1)[0]
+    text = body.replace("#{etc}", str(tmp_path)).replace("#{var}", str(tmp_path))
+    conf = tmp_path / "stan.conf"
+    conf.write_text("\n".join(line.strip() for line in text.splitlines()) + "\n")
+    return conf
+
+
+@pytest.mark.parametrize("conf", ["deb-rpm", "chocolatey", "homebrew"])
+def test_packaged_monitoring_listens_on_loopback_only(conf: str, tmp_path: Path) -> None:
+    """Monitoring answers without authentication: a package must not open it to the
+    network (the Go server has it off unless asked)."""
+    from stanpkg.monitor.service import monitor_config
+    from stanpkg.plan.compile import compile_args
+
+    path = {
+        "deb-rpm": ROOT / "packaging/files/stan.conf",
+        "chocolatey": ROOT / "windows/chocolatey/tools/stan.conf",
+    }.get(conf) or _homebrew_conf(tmp_path)
+    plan = compile_args(["-c", str(path)], env={}).plan
+    assert plan is not None
+    monitoring = monitor_config(plan)
+    assert monitoring is not None and monitoring.host == "127.0.0.1", monitoring
+    assert "loopback" in path.read_text()  # the comment says why
+
+
+def test_deb_purge_asks_before_deleting_data() -> None:
+    templates = (DEBIAN / "stanpkg.templates").read_text()
+    assert "Template: stanpkg/purge_data\nType: boolean\nDefault: false\n" in templates
+    postrm = (DEBIAN / "stanpkg.postrm").read_text()
+    # The store is deleted only on the debconf answer, never unconditionally.
+    deletion = postrm.index("rm -rf /var/lib/stanpkg")
+    assert postrm.rfind('if [ "$RET" = true ]; then', 0, deletion) != -1
+    assert postrm.count("rm -rf /var/lib/stanpkg") == 1
+
+
+def test_rpm_never_deletes_data() -> None:
+    spec = (ROOT / "packaging/rpm/stanpkg.spec").read_text()
+    scriptlets = spec.split("%files", 1)[0]
+    assert "rm -rf /var/lib/stanpkg" not in scriptlets and "rm -fr" not in scriptlets
