@@ -114,8 +114,13 @@ def test_rpm_installs_into_a_chroot(rpm_file: Path, base_rootfs: Path, tmp_path:
             server.wait(timeout=15)
         server.kill()
 
+    # What a server stored: rpm never deletes it (only the package's own files go).
+    stored = root / "var/lib/stanpkg/datastore/server.dat"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_bytes(b"messages")
     remove = subprocess.run([*rpm, "-e", "--nodeps", "stanpkg"], capture_output=True, text=True)
     assert remove.returncode == 0, remove.stdout + remove.stderr
+    assert stored.read_bytes() == b"messages"
     assert not (root / "opt/stanpkg").exists()
     assert not (root / "usr/lib/systemd/system/stanpkg.service").exists()
     shutil.rmtree(root, ignore_errors=True)
