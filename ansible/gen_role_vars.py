@@ -47,11 +47,14 @@ VAR_PREFIX = {
 }
 # The role's production defaults, where they differ from the server's (null = not written:
 # the server's default applies). A FILE store under /var/lib, monitoring on (the rolling
-# restart waits for /streaming/serverz), a log file logrotate rotates.
+# restart reads /streaming/serverz on each host's loopback) but on loopback only, as the
+# packages have it (its endpoints answer without authentication), a log file logrotate
+# rotates.
 ROLE_DEFAULTS: dict[str, object] = {
     "store_type": "FILE",
     "dir": "/var/lib/stanpkg/datastore",
     "nats_server.http_port": 8222,
+    "nats_server.http_host": "127.0.0.1",
     "nats_server.log_file": "/var/log/stanpkg/stanpkg.log",
 }
 # Set by the role, not by a variable of its own: the encryption key goes to the service's
