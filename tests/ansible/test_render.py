@@ -249,6 +249,24 @@ def test_unknown_channel_limit_is_refused(tmp_path: Path) -> None:
     assert "unknown limit(s)" in proc.stdout and "max_msg" in proc.stdout
 
 
+def test_rolling_restart_shows_why_the_live_config_does_not_validate(tmp_path: Path) -> None:
+    """No no_log on validate: the operator sees stanpkg validate's diagnostics."""
+    conf = tmp_path / "stan.conf"
+    conf.write_text("streaming {\n  store_limits { max_msgs: -5 }\n}\n")
+    extra = {
+        "stanpkg_config_file": str(conf),
+        "stanpkg_env_file": str(tmp_path / "absent.env"),
+        "stanpkg_bin": STANPKG,
+        "ansible_python_interpreter": sys.executable,
+    }
+    proc = playbook(PLAYBOOKS / "validate_live.yml", extra=extra, tmp=tmp_path, timeout=300)
+    assert proc.returncode != 0
+    assert "censored" not in proc.stdout
+    assert f"{conf}:2:28: error: max messages limit cannot be negative (-5)" in proc.stdout, (
+        proc.stdout[-3000:]
+    )
+
+
 @pytest.mark.parametrize(
     ("variables", "message"),
     [
