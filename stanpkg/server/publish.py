@@ -6,6 +6,10 @@ validates and queues. One task drains the queue once per event-loop turn, in bat
 the touched message stores, deliver, flush the subscription stores, then send the
 PubAcks — the reference's order, so a subscriber may see a message before its
 publisher sees the ack.
+
+With a store whose writes are network round trips (``Store.pipelines_writes``: the
+clustered store) the batches overlap: each batch's writes start as soon as it is stored,
+and its commit — deliveries, subscription state, PubAcks — waits for the batch before.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -32,6 +37,7 @@ __all__ = ["PublishPipeline"]
 
 _VALID_NAMES_CACHE = 4096
 _CLIENT_WAIT = 1.0  # partitioning: how long a publish waits for its client's connect
+_MAX_COMMITS_IN_FLIGHT = 8  # batches written at once by a pipelining store
 
 
 # (channel, guid, PubAck reply subject, PubMsg.reply copied into the MsgProto, data):
@@ -69,6 +75,9 @@ class PublishPipeline:
         self._parked_task: asyncio.Task[None] | None = None
         # Channel deletions requested by the inactivity timer, done between batches.
         self._deletions: list[Channel] = []
+        # A store that writes over the network: batches overlap, committed in order.
+        self._pipelined = server.store.pipelines_writes
+        self._commits: deque[asyncio.Task[None]] = deque()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="stan-publish")
@@ -81,7 +90,7 @@ class PublishPipeline:
             await asyncio.sleep(0.005)
 
     async def close(self) -> None:
-        for task in (self._task, self._parked_task):
+        for task in (self._task, self._parked_task, *self._commits):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -174,7 +183,12 @@ class PublishPipeline:
 
     async def _run(self) -> None:
         while True:
-            await self._wakeup.wait()
+            if not self._queue and not self._deletions:
+                if self._commits:
+                    await self._next_work_or_commit()
+                    continue
+                self._busy = False
+                await self._wakeup.wait()
             if self._sleep and len(self._queue) < self._batch_size:
                 await asyncio.sleep(self._sleep)
             self._wakeup.clear()
@@ -183,7 +197,11 @@ class PublishPipeline:
                 batch = self._queue[: self._batch_size]
                 del self._queue[: self._batch_size]
                 try:
-                    await self._process(batch)
+                    if self._pipelined:
+                        self._dispatch(batch)
+                        await self._limit_commits(_MAX_COMMITS_IN_FLIGHT)
+                    else:
+                        await self._process(batch)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -192,14 +210,61 @@ class PublishPipeline:
                     # Let acks and requests in between batches: a long turn of the loop
                     # would delay every subscriber waiting for room in its window.
                     await asyncio.sleep(0)
+            if self._deletions:
+                await self._limit_commits(1)  # a channel is deleted once it is quiet
             while self._deletions:
                 try:
                     await self.server.delete_channel(self._deletions.pop(0))
                 except Exception as exc:
                     self.server.log.error(f"Error deleting channel: {exc!r}")
-            self._busy = False
+
+    # -- pipelined commits (a store whose writes are network round trips) ------------
+
+    def _dispatch(self, batch: list[_Pending]) -> None:
+        """Store the batch and start its writes now; its commit (deliveries, PubAcks)
+        follows the commits of the batches before it."""
+        groups, stored = self._stage(batch)
+        flushes = [group.channel.msgs.begin_flush() for group in stored]
+        previous = self._commits[-1] if self._commits else None
+        task = asyncio.get_running_loop().create_task(
+            self._logged(self._commit(groups, stored, flushes, previous))
+        )
+        self._commits.append(task)
+
+    async def _logged(self, commit: Awaitable[None]) -> None:
+        try:
+            await commit
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.server.log.error(f"Error processing publish batch: {exc!r}")
+
+    def _reap_commits(self) -> None:
+        commits = self._commits
+        while commits and commits[0].done():
+            commits.popleft()
+
+    async def _limit_commits(self, limit: int) -> None:
+        """Until fewer than ``limit`` commits are in flight."""
+        self._reap_commits()
+        while len(self._commits) >= limit:
+            await asyncio.wait((self._commits[0],))
+            self._reap_commits()
+
+    async def _next_work_or_commit(self) -> None:
+        waiter = asyncio.get_running_loop().create_task(self._wakeup.wait())
+        try:
+            await asyncio.wait((waiter, self._commits[0]), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        self._reap_commits()
 
     async def _process(self, batch: list[_Pending]) -> None:
+        groups, stored = self._stage(batch)
+        await self._commit(groups, stored, [g.channel.msgs.begin_flush() for g in stored], None)
+
+    def _stage(self, batch: list[_Pending]) -> tuple[list[_ChannelBatch], list[_ChannelBatch]]:
+        """Number and store the batch's messages, by channel: (every group, the stored)."""
         server = self.server
         registry = server.channels
         now = time.time_ns()
@@ -249,10 +314,22 @@ class PublishPipeline:
             stored.append(group)
             registry.arm_age_timer(channel)
             channel.last_activity = group.stamp
+        return list(groups.values()), stored
+
+    async def _commit(
+        self,
+        groups: list[_ChannelBatch],
+        stored: list[_ChannelBatch],
+        flushes: list[Awaitable[None]],
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        """Wait for the batch's writes, then (after the batch before, if still being
+        committed) deliver it and send its PubAcks."""
+        server = self.server
         committed: list[Channel] = []
-        for group in stored:
+        for group, flush in zip(stored, flushes, strict=True):
             try:
-                await group.channel.msgs.flush()
+                await flush
             except StoreError as exc:
                 # Not committed (an SQL write failed): the publishers get the error and
                 # may retry; nothing unacknowledged is delivered from this batch.
@@ -262,6 +339,8 @@ class PublishPipeline:
                 )
                 continue
             committed.append(group.channel)
+        if previous is not None:
+            await previous  # deliveries and PubAcks in publish order
         delivery = server.delivery
         for channel in committed:
             delivery.deliver_channel(channel)
@@ -273,7 +352,7 @@ class PublishPipeline:
                     f"Unable to store subscriptions of channel {channel.name!r}: {exc}"
                 )
         publish = server.conn.publish
-        for group in groups.values():
+        for group in groups:
             error = group.error
             for reply, guid in group.acks:
                 if reply:
@@ -300,7 +379,7 @@ class _ChannelBatch:
 
     def __init__(self, channel: Channel, now: int) -> None:
         self.channel = channel
-        self.seq = channel.msgs.last_sequence
+        self.seq = channel.msgs.last_assigned_sequence
         # protocol.md §7.3: never before the channel's previous timestamp. One clock
         # reading per batch: its messages arrived in the same event-loop turn.
         self.stamp = max(now, channel.last_ts)

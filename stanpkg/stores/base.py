@@ -30,7 +30,7 @@ Design rules an implementation can rely on, and must honour:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -179,6 +179,12 @@ class MessageStore(ABC):
         """Highest sequence ever stored (0 if none); survives removal of every message."""
 
     @property
+    def last_assigned_sequence(self) -> int:
+        """The sequence of the newest message handed to :meth:`store`, written or still
+        being written (see :meth:`begin_flush`): the next message takes the one after."""
+        return self.last_sequence
+
+    @property
     @abstractmethod
     def last_timestamp(self) -> int:
         """Timestamp (Unix ns) of the newest message ever stored, 0 if none."""
@@ -228,6 +234,13 @@ class MessageStore(ABC):
     async def flush(self) -> None:
         """Make everything stored so far durable (no-op for memory)."""
         return
+
+    def begin_flush(self) -> Awaitable[None]:
+        """:meth:`flush`, started now for what was stored so far and awaited later. A
+        store whose :attr:`Store.pipelines_writes` is true starts writing at once, and
+        messages stored afterwards may be flushed before this one is awaited; they are
+        visible (``last_sequence``, :meth:`lookup`) only once written, in order."""
+        return self.flush()
 
     def close(self) -> None:
         """Release resources; the store is not used afterwards."""
@@ -342,6 +355,10 @@ class Store(ABC):
 
     #: What the startup log prints after ``Message store is``.
     type_name: str = ""
+
+    #: True when message writes take a network round trip that the server should overlap
+    #: (:meth:`MessageStore.begin_flush` of several batches in flight at once).
+    pipelines_writes: bool = False
 
     @abstractmethod
     def recover(self) -> RecoveredState | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -130,6 +130,10 @@ class EncryptingMessageStore(MessageStore):
         return self.inner.last_sequence
 
     @property
+    def last_assigned_sequence(self) -> int:
+        return self.inner.last_assigned_sequence
+
+    @property
     def last_timestamp(self) -> int:
         return self.inner.last_timestamp
 
@@ -142,7 +146,7 @@ class EncryptingMessageStore(MessageStore):
         if not records:
             return
         inner, cipher = self.inner, self.cipher
-        first = inner.last_sequence + 1
+        first = inner.last_assigned_sequence + 1
         inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
         now = time.monotonic()
         recent = self._recent
@@ -216,7 +220,19 @@ class EncryptingMessageStore(MessageStore):
         return f"unable to recover message store for [{name}]: {reason}"
 
     async def flush(self) -> None:
-        await self.inner.flush()
+        await self.begin_flush()
+
+    def begin_flush(self) -> Awaitable[None]:
+        return self._forget_plaintext_on_failure(self.inner.begin_flush())
+
+    async def _forget_plaintext_on_failure(self, flush: Awaitable[None]) -> None:
+        try:
+            await flush
+        except StoreError:
+            # A failed write leaves no message behind (a clustered store brings other
+            # messages in at those sequences later): keep no plaintext for them.
+            self._recent.clear()
+            raise
 
     def close(self) -> None:
         self._recent.clear()
@@ -229,6 +245,7 @@ class EncryptingStore(Store):
     def __init__(self, inner: Store, key: bytes, cipher: int, log: StoreLog) -> None:
         self.inner = inner
         self.type_name = inner.type_name
+        self.pipelines_writes = inner.pipelines_writes
         self.log = log
         self._key_hash = master_key_hash(key)
         self._cipher = cipher

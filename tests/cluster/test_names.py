@@ -20,7 +20,17 @@ def test_stream_names_are_valid_and_distinct() -> None:
 
 def test_stream_subject_names_the_cluster_and_the_channel() -> None:
     assert stream_subject("my-cluster", "orders.new") == "_STAN.ch.my-cluster.orders.new"
-    assert stream_subject("a.b", "x") == "_STAN.ch.a_b.x"
+    # A cluster ID that is not one plain token is encoded, so IDs that read alike differ.
+    assert stream_subject("a.b", "x") != stream_subject("a_b", "x")
+    assert stream_subject("a.b", "x").count(".") == stream_subject("a_b", "x").count(".")
+
+
+def test_state_buckets_of_ids_that_read_alike_differ() -> None:
+    buckets = {ClusterSettings(cid, "a", (), 1, 4.0).bucket for cid in ("a.b", "a_b", "a b")}
+    assert len(buckets) == 3
+    assert ClusterSettings("test-cluster", "a", (), 1, 4.0).bucket == "STAN_test-cluster_state"
+    long_id = ClusterSettings("x" * 200, "a", (), 1, 4.0).bucket
+    assert len(long_id) < 80
 
 
 def test_state_bucket_names_are_valid() -> None:

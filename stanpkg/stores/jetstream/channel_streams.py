@@ -1,228 +1,220 @@
-"""One STAN channel = one JetStream stream; STAN sequence = stream sequence.
+"""One channel's stream as the clustered store uses it: the wire work is ``streams.py``'s;
+this adds what a leader needs around it — writes retried while a stream elects a new
+leader, fencing on a write stored anywhere but where this node expected it, and the
+records of the messages read back.
 
-Names: stream ``STAN_<cluster>_<channel>_<hash>`` (invalid characters replaced, the hash
-of the exact cluster ID and channel keeps them apart), subject
-``_STAN.ch.<cluster>.<channel>``. The stream message's data is the published payload, so a
-plain JetStream consumer of that subject reads the channel as it was published; STAN's
-own fields travel in headers (``Stan-Reply``, ``Stan-Timestamp``).
-
-Every write carries ``Nats-Expected-Last-Sequence``: JetStream stores it only right after
-the sequence the leader expects, so writes cannot be reordered, and a node that lost the
-lease without knowing it cannot append (fencing).
+It runs on our own NATS client: the channel writes are the hot path of a cluster, and
+``NatsConnection`` publishes a pipelined batch with one write and reads the answers
+without a JSON decode each (nats-py pays a header dict, a future and a JSON decode per
+message).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
-from collections.abc import AsyncIterator
-
-from nats.errors import Error as NatsPyError
-from nats.js import api
-from nats.js.errors import BadRequestError, NotFoundError
+import itertools
+from collections.abc import AsyncIterator, Sequence
 
 from stanpkg.plan.limits import Limits
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed
+from stanpkg.stores.jetstream.streams import (
+    ATOMIC_BATCH_MAX,
+    BATCH_DUPLICATE_ID,
+    BATCH_WRONG_LAST_SEQUENCE,
+    HEADER_MSG_ID,
+    WRONG_LAST_SEQUENCE,
+    StreamFenced,
+    StreamWriter,
+    WriteResult,
+    WriteRound,
+    delete_stream,
+    ensure_stream,
+    from_stream_message,
+    read_range,
+    stream_config,
+    stream_name,
+    stream_state,
+    stream_subject,
+)
+from stanpkg.transport.connection import NatsConnection, decode_headers
 
 __all__ = [
+    "DUPLICATE_WINDOW",
     "ChannelStream",
+    "Sent",
     "StreamFenced",
+    "Writes",
     "stream_name",
     "stream_subject",
 ]
 
-WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a failed expected-last-sequence
-DUPLICATE_WINDOW = 120.0  # seconds
+DUPLICATE_WINDOW = 120.0  # seconds: streams.stream_config's, for the leader's own window
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
 RETRY_INTERVAL = 0.25
 ATTEMPT_TIMEOUT = 5.0  # for the answers of one round of writes
-HEADER_REPLY = "Stan-Reply"
-HEADER_TIMESTAMP = "Stan-Timestamp"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
-
-class StreamFenced(StoreError):
-    """JetStream refused a write at the sequence this node expected: another node wrote
-    to the channel (this one lost the lease) or a write went missing."""
-
-
-def _token(text: str, limit: int) -> str:
-    return _UNSAFE.sub("_", text)[:limit] or "_"
-
-
-def stream_name(cluster_id: str, channel: str) -> str:
-    digest = hashlib.sha256(f"{cluster_id}\0{channel}".encode()).hexdigest()[:10]
-    return f"STAN_{_token(cluster_id, 40)}_{_token(channel, 120)}_{digest}"
-
-
-def stream_subject(cluster_id: str, channel: str) -> str:
-    return f"_STAN.ch.{_token(cluster_id, 200)}.{channel}"
-
-
-def _unlimited(value: int) -> int:
-    return value if value > 0 else -1
+# (sequence, publish ID, reply, timestamp, payload): StreamWriter.append's arguments
+Writes = Sequence[tuple[int, str, str, int, bytes]]
+Sent = Sequence[WriteRound]  # the rounds of one send, answered in order
 
 
 class ChannelStream:
     """Writing and reading one channel's stream."""
 
     def __init__(
-        self, link: JetStreamLink, cluster_id: str, channel: str, limits: Limits, replicas: int
+        self, conn: NatsConnection, cluster_id: str, channel: str, limits: Limits, replicas: int
     ) -> None:
-        self._link = link
+        self._conn = conn
         self.channel = channel
         self.name = stream_name(cluster_id, channel)
         self.subject = stream_subject(cluster_id, channel)
-        self._limits = limits
-        self._replicas = replicas
-        self.last_sequence = 0  # the stream's, as this node knows it
+        self._config = stream_config(cluster_id, channel, limits, replicas=replicas)
+        self._writer = StreamWriter(conn, subject=self.subject, last_sequence=0)
         self.writer_id = ""  # unique per leadership: set by the store at promotion
-        self._queued: list[tuple[int, bytes, dict[str, str]]] = []
+        self._atomic = False  # the stream takes atomic batches
+        self._batches = itertools.count(1)
 
-    def config(self) -> api.StreamConfig:
-        limits = self._limits
-        max_age = limits.max_age / 1e9 if limits.max_age > 0 else 0.0
-        window = min(DUPLICATE_WINDOW, max_age) if max_age else DUPLICATE_WINDOW
-        return api.StreamConfig(
-            name=self.name,
-            description=f"STAN channel {self.channel}",
-            subjects=[self.subject],
-            storage=api.StorageType.FILE,
-            discard=api.DiscardPolicy.OLD,
-            max_msgs=_unlimited(limits.max_msgs),
-            max_bytes=_unlimited(limits.max_bytes),
-            max_age=max_age,
-            num_replicas=self._replicas,
-            duplicate_window=window,
-            allow_direct=True,
-        )
+    @property
+    def last_sequence(self) -> int:
+        """The stream's, as this node knows it."""
+        return self._writer.last_sequence
+
+    @last_sequence.setter
+    def last_sequence(self, value: int) -> None:
+        self._writer.last_sequence = value
 
     async def ensure(self) -> tuple[int, int]:
         """Create the stream (or bring its limits up to date); its (first, last)."""
-        js = self._link.js
-        config = self.config()
         try:
-            try:
-                info = await js.add_stream(config)
-            except BadRequestError:
-                info = await js.update_stream(config)  # exists with other limits
-        except (NatsPyError, TimeoutError) as exc:
+            state = await ensure_stream(self._conn, self._config)
+        except StoreError as exc:
             message = f"unable to create the stream of channel {self.channel!r}: {exc}"
             raise StoreError(message) from exc
-        state = info.state
         self.last_sequence = state.last_seq
+        self._atomic = state.atomic
         return state.first_seq, state.last_seq
 
     async def delete(self) -> None:
-        try:
-            await self._link.js.delete_stream(self.name)
-        except NotFoundError:
-            pass
-        except (NatsPyError, TimeoutError) as exc:
-            raise StoreError(f"unable to delete the stream of {self.channel!r}: {exc}") from exc
+        await delete_stream(self._conn, self.name)
+
+    async def stream_last(self) -> int:
+        return (await stream_state(self._conn, self.name)).last_seq
 
     # -- writing ---------------------------------------------------------------------------
 
     def append(
         self, sequence: int, reply: str, timestamp: int, payload: bytes, guid: str = ""
     ) -> None:
-        headers = {
-            # The publisher's message ID: a resend of the same write (after a lost reply)
-            # is recognised by JetStream as a duplicate instead of stored twice.
-            "Nats-Msg-Id": guid or f"{self.writer_id}:{sequence}",
-            "Nats-Expected-Last-Sequence": str(sequence - 1),
-            HEADER_TIMESTAMP: str(timestamp),
-        }
-        if reply:
-            headers[HEADER_REPLY] = reply
-        self._queued.append((sequence, payload, headers))
+        # The publisher's ID: a resend of the same write (after a lost reply) is known to
+        # JetStream as a duplicate instead of stored twice.
+        guid = guid or f"{self.writer_id}:{sequence}"
+        self._writer.append(sequence, guid, reply, timestamp, payload)
 
     def discard(self) -> None:
-        self._queued.clear()
+        self._writer.discard()
+
+    def take(self) -> Writes:
+        """The writes appended since the last take, for :meth:`send` and :meth:`write`."""
+        writes = self._writer.queued
+        self._writer.discard()
+        return writes
+
+    def send(self, writes: Writes) -> Sent:
+        """Publish ``writes`` now, ahead of the answers of writes still in flight (each
+        write, or atomic batch, expects its own predecessor: JetStream keeps the order)."""
+        writer = self._writer
+        if not self._atomic:
+            return [writer.send(writes, [write[0] - 1 for write in writes])]
+        return [
+            writer.send_atomic(writes[i : i + ATOMIC_BATCH_MAX], self._batch_id())
+            for i in range(0, len(writes), ATOMIC_BATCH_MAX)
+        ]
+
+    def _batch_id(self) -> str:
+        return f"{self.writer_id or 'stan'}-{next(self._batches)}"
+
+    def abandon(self, sent: Sent) -> None:
+        """Answers to ``sent`` are no longer awaited."""
+        for round_ in sent:
+            self._writer.abandon(round_)
 
     async def flush(self, budget: float = WRITE_BUDGET) -> None:
-        """Every queued write on a quorum, in order. While the stream has no leader (an
-        election after a node died) the writes are retried, for ``budget`` seconds at
-        most; then StoreError, and nothing of the batch counts as written."""
+        await self.write(self.take(), budget=budget)
+
+    async def write(
+        self, writes: Writes, sent: Sent | None = None, *, budget: float = WRITE_BUDGET
+    ) -> None:
+        """Every write of ``writes`` on a quorum, in order (``sent``: their first round,
+        sent already). While the stream has no leader (an election after a node died)
+        they are sent again, for ``budget`` seconds at most; then StoreError, and
+        StreamFenced when one was stored anywhere but where this node expected it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
-        batch, self._queued = self._queued, []
-        link, subject = self._link, self.subject
-        while batch:
-            results = await link.publish_all(
-                [(subject, data, headers) for _, data, headers in batch], timeout=ATTEMPT_TIMEOUT
-            )
-            done = 0
-            failure: BaseException | None = None
-            for (sequence, _, _), result in zip(batch, results, strict=True):
-                if isinstance(result, BaseException):
-                    failure = result
+        writer = self._writer
+        while writes:
+            rounds = sent or self.send(writes)
+            sent = None
+            results: list[WriteResult] = []
+            failure = ""
+            for index, round_ in enumerate(rounds):
+                try:
+                    results += await writer.answers(round_, ATTEMPT_TIMEOUT)
+                except StoreError as exc:  # unknown: sent again, known by their IDs
+                    failure = str(exc)
+                    self.abandon(rounds[index + 1 :])
                     break
-                if result != sequence:
-                    raise StreamFenced(f"stream {self.name} stored {sequence} as {result}")
+            wrong_last = duplicate = False
+            done = 0
+            for result in results:
+                if not result.ok:
+                    failure = result.error
+                    wrong_last = result.err_code in (WRONG_LAST_SEQUENCE, BATCH_WRONG_LAST_SEQUENCE)
+                    duplicate = result.err_code == BATCH_DUPLICATE_ID
+                    break
+                if result.stored != result.sequence:
+                    raise StreamFenced(
+                        f"stream {self.name} stored {result.sequence} as {result.stored}"
+                    )
                 done += 1
             if done:
-                self.last_sequence = batch[done - 1][0]
-                batch = batch[done:]
-            if failure is None:
-                break
-            if isinstance(failure, PublishFailed) and failure.err_code == WRONG_LAST_SEQUENCE:
+                writer.last_sequence = results[done - 1].stored
+            if duplicate:
+                done += await self._stored_already(writes[done:], failure)
+            writes = writes[done:]
+            if not writes:
+                return
+            if wrong_last:
                 last = await self.stream_last()
-                if last != batch[0][0] - 1:
+                if last != writes[0][0] - 1:
                     raise StreamFenced(
                         f"stream {self.name} is at {last}, this node expected "
-                        f"{batch[0][0] - 1}: {failure}"
+                        f"{writes[0][0] - 1}: {failure}"
                     )
-                # A reply was lost but a later write came in order: just resend.
-            elif loop.time() >= deadline:
-                raise StoreError(f"unable to store sequence {batch[0][0]}: {failure}")
-            else:
-                await asyncio.sleep(RETRY_INTERVAL)
+                # else the stream is where it should be (an earlier write's answer was
+                # lost): send again
+            if loop.time() >= deadline:
+                raise StoreError(f"unable to store sequence {writes[0][0]}: {failure}")
+            await asyncio.sleep(RETRY_INTERVAL)
 
-    async def stream_last(self) -> int:
-        try:
-            info = await self._link.js.stream_info(self.name)
-        except (NatsPyError, TimeoutError) as exc:
-            raise StoreError(f"unable to read the state of {self.name}: {exc}") from exc
-        return int(info.state.last_seq)
+    async def _stored_already(self, writes: Writes, failure: str) -> int:
+        """An atomic batch refused for a message ID the stream has: this very batch,
+        sent again after its answer was lost (the stream then ends with it), or a
+        publisher's resend inside it."""
+        last = await self.stream_last()
+        stored = sum(1 for write in writes if write[0] <= last)
+        if not stored:
+            raise StoreError(f"stream {self.name} has a message of this batch: {failure}")
+        self._writer.last_sequence = max(self._writer.last_sequence, writes[stored - 1][0])
+        return stored
 
     # -- reading ---------------------------------------------------------------------------
 
     async def read(self, first: int, last: int) -> AsyncIterator[tuple[bytes, str]]:
         """The MsgProto records of sequences first..last still in the stream, each with
-        its publish ID (an ordered consumer: one flow, not a request per message)."""
+        its publish ID."""
         if last < first or last == 0:
             return
-        js = self._link.js
-        config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(first, 1)
-        )
-        try:
-            sub = await js.subscribe(self.subject, ordered_consumer=True, config=config)
-        except (NatsPyError, TimeoutError) as exc:
-            raise StoreError(f"unable to read channel {self.channel!r}: {exc}") from exc
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=5.0)
-                except (NatsPyError, TimeoutError) as exc:
-                    raise StoreError(f"unable to read channel {self.channel!r}: {exc}") from exc
-                sequence = msg.metadata.sequence.stream
-                if sequence > last:
-                    break
-                headers = msg.headers or {}
-                record = pb.MsgProto(
-                    sequence=sequence,
-                    subject=self.channel,
-                    reply=headers.get(HEADER_REPLY, ""),
-                    data=msg.data,
-                    timestamp=int(headers.get(HEADER_TIMESTAMP, "0")),
-                ).SerializeToString()
-                yield record, headers.get("Nats-Msg-Id", "")
-                if sequence >= last:
-                    break
-        finally:
-            await sub.unsubscribe()
+        channel = self.channel
+        async for sequence, headers, data in read_range(self._conn, self.name, first, last):
+            record = from_stream_message(sequence, headers, data, channel=channel)
+            yield record, decode_headers(headers)[1].get(HEADER_MSG_ID, "")

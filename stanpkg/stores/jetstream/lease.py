@@ -21,7 +21,7 @@ from nats.errors import Error as NatsPyError
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
 
 __all__ = ["Lease"]
 
@@ -80,7 +80,7 @@ class Lease:
                 if await self._contend(self._kv):
                     break
             except (NatsPyError, TimeoutError):
-                pass  # no quorum or reconnecting right now: keep trying
+                raise_if_cancelled()  # no quorum or reconnecting right now: keep trying
             await asyncio.sleep(RETRY_INTERVAL)
         self._held = True
         self._holder = self.me
@@ -109,6 +109,7 @@ class Lease:
                 try:
                     entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
                 except TimeoutError:  # nats-py's is one too
+                    raise_if_cancelled()
                     continue  # the lease time ran out: the loop tries to take it
                 if entry is not None:  # None: the marker after the initial value
                     deleted = entry.operation in _DELETED or entry.value is None

@@ -29,13 +29,23 @@ from stanpkg.stores.base import StoreError
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
-__all__ = ["JetStreamLink", "PublishFailed", "Write"]
+__all__ = ["JetStreamLink", "PublishFailed", "Write", "raise_if_cancelled"]
 
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 REQUEST_TIMEOUT = 5.0  # default for JetStream API requests
 JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039
 
 Write = tuple[str, bytes, Mapping[str, str] | None]  # subject, data, headers
+
+
+def raise_if_cancelled() -> None:
+    """For the retry loops that take a TimeoutError for "try again": Python 3.11's
+    ``asyncio.wait_for`` can turn a cancellation that meets a timeout into that
+    TimeoutError, and a node told to stop would then retry on. A task that was asked to
+    stop still says so."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError()
 
 
 class PublishFailed(Exception):
@@ -115,6 +125,7 @@ class JetStreamLink:
             except ConnectionClosedError as exc:
                 raise StoreError(f"the connection to {self.url} is closed") from exc
             except (NatsPyError, TimeoutError) as exc:
+                raise_if_cancelled()
                 if _jetstream_absent(exc):
                     raise self._not_enabled() from exc
                 failure = exc

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,10 +40,16 @@ from stanpkg.stores.base import (
     SubRecord,
     SubscriptionStore,
 )
-from stanpkg.stores.jetstream.channel_streams import DUPLICATE_WINDOW, ChannelStream, StreamFenced
+from stanpkg.stores.jetstream.channel_streams import (
+    DUPLICATE_WINDOW,
+    ChannelStream,
+    Sent,
+    StreamFenced,
+    Writes,
+)
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
 from stanpkg.stores.jetstream.lease import Lease
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.stores.records import (
     client_from_proto,
@@ -52,6 +59,8 @@ from stanpkg.stores.records import (
     sub_from_proto,
     sub_to_proto,
 )
+from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 
 if TYPE_CHECKING:
@@ -95,12 +104,17 @@ class ClusterSettings:
     @property
     def bucket(self) -> str:
         """The KV bucket of the cluster's records (the lease's is this + ``_lease``)."""
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.cluster_id)
-        return f"STAN_{safe[:60]}_state"
+        cluster_id = self.cluster_id
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in cluster_id)
+        if safe != cluster_id or len(safe) > 60:
+            # "a.b" and "a_b" read alike: a hash of the exact ID keeps their state apart.
+            safe = f"{safe[:48]}_{hashlib.sha256(cluster_id.encode()).hexdigest()[:10]}"
+        return f"STAN_{safe}_state"
 
 
 class ClusteredStore(Store):
     type_name = "RAFT"
+    pipelines_writes = True
 
     def __init__(self, plan: Plan, log: StoreLog, settings: ClusterSettings) -> None:
         self.plan = plan
@@ -110,7 +124,8 @@ class ClusteredStore(Store):
         self._channels: dict[str, ChannelStore] = {}
         self._leading = False
         self._loaded: RecoveredState | None = None
-        self._link: JetStreamLink | None = None
+        self._link: JetStreamLink | None = None  # KV, the lease
+        self._conn: NatsConnection | None = None  # the channels' streams (the hot path)
         self._state: ReplicatedMap | None = None
         self._lease: Lease | None = None
         self._on_lost: Callable[[str], None] | None = None
@@ -124,6 +139,16 @@ class ClusteredStore(Store):
     async def connect(self, endpoint: NatsEndpoint) -> None:
         name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
         self._link = await JetStreamLink.open(endpoint, name=name)
+        try:
+            self._conn = await NatsConnection.open(
+                endpoint,
+                name=f"{name}-streams",
+                max_reconnect=-1,  # a cluster restarting is no reason to give up
+                reconnect_wait=RETRY_INTERVAL,
+            )
+        except (NatsError, OSError) as exc:
+            await self._link.close()
+            raise StoreError(f"unable to connect to {endpoint.url}: {exc}") from exc
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Returns once this node holds the cluster's lease and has loaded the state."""
@@ -161,6 +186,7 @@ class ClusteredStore(Store):
                 await link.wait_ready(max(0.0, deadline - loop.time()))
                 return await ReplicatedMap.open(link, settings.bucket, replicas=settings.replicas)
             except StoreError as exc:
+                raise_if_cancelled()
                 if loop.time() >= deadline:
                     waiting = ", ".join(settings.peers) or "none configured"
                     raise StoreError(
@@ -179,6 +205,11 @@ class ClusteredStore(Store):
             raise StoreError("the clustered store is not connected")
         return self._link
 
+    def _require_conn(self) -> NatsConnection:
+        if self._conn is None:
+            raise StoreError("the clustered store is not connected")
+        return self._conn
+
     def _require_leading(self) -> ReplicatedMap:
         if not self._leading or self._state is None:
             raise StoreError("this node does not lead the cluster")
@@ -195,6 +226,9 @@ class ClusteredStore(Store):
             try:
                 return await self._load()
             except StoreError as exc:
+                raise_if_cancelled()
+                if not self._leading:  # the lease lapsed meanwhile: another node leads
+                    raise StoreError(f"lost the cluster's lease while loading: {exc}") from exc
                 if loop.time() >= deadline:
                     raise StoreError(f"unable to load the cluster's state: {exc}") from exc
                 self.log.warn(f"Loading the cluster's state, retrying: {exc}")
@@ -289,7 +323,7 @@ class ClusteredStore(Store):
         state = self._require_leading()
         settings = self.settings
         stream = ChannelStream(
-            self._require_link(), settings.cluster_id, name, cached.limits, settings.replicas
+            self._require_conn(), settings.cluster_id, name, cached.limits, settings.replicas
         )
         stream.writer_id = self._writer_id
         channel = ChannelStore(
@@ -326,7 +360,7 @@ class ClusteredStore(Store):
         for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()
-        if self._lease is not None or self._link is not None:
+        if self._lease is not None or self._link is not None or self._conn is not None:
             self._spawn(self._shutdown())
 
     async def _shutdown(self) -> None:
@@ -340,6 +374,9 @@ class ClusteredStore(Store):
         if self._link is not None:
             with contextlib.suppress(Exception):
                 await self._link.close()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
 
     # -- replication of records ---------------------------------------------------------
 
@@ -387,7 +424,11 @@ class ReplicatedMessages(MessageStore):
     """A channel's messages: appended to the channel's stream, then kept in memory and
     served from there. A batch enters memory only once the stream has it on a quorum;
     a batch that fails leaves no trace, and memory is then brought level with the stream
-    (a write whose reply was lost may have been stored)."""
+    (a write whose reply was lost may have been stored).
+
+    Batches are pipelined: each is sent when its flush begins, ahead of the answers for
+    the ones before it, and enters memory after them. One that fails fails the batches
+    numbered after it too (their sequences counted on it)."""
 
     deduplicates = True
 
@@ -399,6 +440,9 @@ class ReplicatedMessages(MessageStore):
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
+        self._in_flight = 0  # messages of batches being written
+        self._in_flight_guids: set[str] = set()
+        self._tail: asyncio.Task[None] | None = None  # the newest batch being written
         self._behind = False  # memory may lack messages the stream has
         self._recent = RecentGuids(DUPLICATE_WINDOW)
 
@@ -414,7 +458,7 @@ class ReplicatedMessages(MessageStore):
             self._recent.add_stamped(guids, stamps)
 
     def has_guid(self, guid: str) -> bool:
-        return guid in self._recent or guid in self._guids
+        return guid in self._recent or guid in self._in_flight_guids or guid in self._guids
 
     @property
     def first_sequence(self) -> int:
@@ -422,7 +466,11 @@ class ReplicatedMessages(MessageStore):
 
     @property
     def last_sequence(self) -> int:
-        return self.cache.last_sequence + len(self._records)
+        return self.cache.last_sequence  # what subscribers may be sent: written
+
+    @property
+    def last_assigned_sequence(self) -> int:
+        return self.cache.last_sequence + self._in_flight + len(self._records)
 
     @property
     def last_timestamp(self) -> int:
@@ -434,7 +482,7 @@ class ReplicatedMessages(MessageStore):
     def store(
         self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
     ) -> None:
-        first = self.last_sequence + 1
+        first = self.last_assigned_sequence + 1
         append = self.stream.append
         ids = guids or [""] * len(records)
         for offset, (record, guid) in enumerate(zip(records, ids, strict=True)):
@@ -454,25 +502,64 @@ class ReplicatedMessages(MessageStore):
         return self.cache.expire(now)  # the stream's max_age drops them there too
 
     async def flush(self) -> None:
-        records, stamps, guids = self._records, self._stamps, self._guids
+        await self.begin_flush()
+
+    def begin_flush(self) -> asyncio.Task[None]:
+        batch = _Batch(self._records, self._stamps, self._guids, self.stream.take())
         self._records, self._stamps, self._guids = [], [], []
+        previous = self._tail
+        # Numbered after a batch still in flight: it stands or falls with that one.
+        after = previous if previous is not None and not previous.done() else None
+        sent = None
+        if batch.writes and self._stream_ready and not self._behind:
+            sent = self.stream.send(batch.writes)
+        self._in_flight += len(batch.records)
+        self._in_flight_guids.update(batch.guids)
+        task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
+        self._tail = task
+        return task
+
+    async def _write(
+        self,
+        batch: _Batch,
+        sent: Sent | None,
+        previous: asyncio.Task[None] | None,
+        after: asyncio.Task[None] | None,
+    ) -> None:
         try:
+            if previous is not None:
+                try:
+                    await asyncio.shield(previous)  # in order: a later batch waits
+                except StoreError as exc:
+                    if previous is after:
+                        if sent is not None:
+                            self.stream.abandon(sent)
+                        raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
             if not self._stream_ready:
                 await self.stream.ensure()
                 self._stream_ready = True
             if self._behind:
                 await self._catch_up()
-            await self.stream.flush()
+            await self.stream.write(batch.writes, sent)
         except StoreError as exc:
-            self.stream.discard()
+            self._settled(batch)
             self._behind = True
-            channel = self.stream.channel
             if isinstance(exc, StreamFenced):
+                channel = self.stream.channel
                 raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
             raise
-        if records:
-            self.cache.store(records, stamps)
-            self._recent.add_stamped(guids, stamps)
+        except BaseException:
+            self._settled(batch)
+            self._behind = True
+            raise
+        self._settled(batch)
+        if batch.records:
+            self.cache.store(batch.records, batch.stamps)
+            self._recent.add_stamped(batch.guids, batch.stamps)
+
+    def _settled(self, batch: _Batch) -> None:
+        self._in_flight -= len(batch.records)
+        self._in_flight_guids.difference_update(batch.guids)
 
     async def _catch_up(self) -> None:
         last = await self.stream.stream_last()
@@ -493,6 +580,16 @@ class ReplicatedMessages(MessageStore):
 
     def close(self) -> None:
         self.cache.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """The messages of one flush and their stream writes."""
+
+    records: list[bytes]
+    stamps: list[int]
+    guids: list[str]
+    writes: Writes
 
 
 class RecentGuids:

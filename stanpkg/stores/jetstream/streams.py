@@ -32,8 +32,8 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from stanpkg.plan.limits import Limits
@@ -48,6 +48,8 @@ __all__ = [
     "StreamState",
     "StreamWriter",
     "WriteResult",
+    "WriteRound",
+    "batch_headers",
     "delete_stream",
     "ensure_stream",
     "from_stream_message",
@@ -64,6 +66,9 @@ HEADER_EXPECTED_LAST = "Nats-Expected-Last-Sequence"
 HEADER_REPLY = "Stan-Reply"
 HEADER_TIMESTAMP = "Stan-Timestamp"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a failed expected last sequence
+BATCH_WRONG_LAST_SEQUENCE = 10164  # the same for an atomic batch
+BATCH_DUPLICATE_ID = 10201  # an atomic batch holds a message ID the stream has
+ATOMIC_BATCH_MAX = 1000  # messages in one atomic batch (JetStream's limit)
 STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configuration
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW_NS = 120 * 10**9
@@ -74,7 +79,7 @@ _BREAKS_HEADER = re.compile(r"[\r\n]")
 _ACK_SEQUENCE = re.compile(rb'"seq":\s*(\d+)')
 _ACK_DUPLICATE = re.compile(rb'"duplicate":\s*true')  # nats-server writes ": true"
 # The configuration fields that follow the channel's limits when a stream exists already.
-_LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard")
+_LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard", "allow_atomic")
 
 
 class StreamFenced(StoreError):
@@ -87,6 +92,7 @@ class StreamState(NamedTuple):
     last_seq: int
     msgs: int
     bytes: int
+    atomic: bool = False  # the stream takes atomic batches (nats-server 2.12 and later)
 
 
 # -- names ---------------------------------------------------------------------------------
@@ -126,6 +132,9 @@ def stream_config(
         "num_replicas": replicas,
         "duplicate_window": window,
         "allow_direct": True,
+        # A flush's messages as one atomic batch: one answer instead of one per message,
+        # and all or nothing (servers before 2.12 drop the field: see StreamState.atomic).
+        "allow_atomic": True,
     }
     if first_seq > 1:
         config["first_seq"] = first_seq
@@ -140,9 +149,16 @@ def _unlimited(value: int) -> int:
 
 
 def to_stream_message(
-    guid: str, reply: str, timestamp_ns: int, payload: bytes, *, expected_last: int | None = None
+    guid: str,
+    reply: str,
+    timestamp_ns: int,
+    payload: bytes,
+    *,
+    expected_last: int | None = None,
+    batch: str = "",
 ) -> tuple[bytes, bytes]:
-    """(header block, data) of one channel message."""
+    """(header block, data) of one channel message; ``batch``: its atomic batch headers
+    (:func:`batch_headers`)."""
     if _BREAKS_HEADER.search(guid) or _BREAKS_HEADER.search(reply):
         raise ValueError(f"a line break in the publish ID {guid!r} or reply {reply!r}")
     # One format per message on the hot path, not encode_headers' checks per field.
@@ -151,7 +167,15 @@ def to_stream_message(
         block += f"{HEADER_REPLY}: {reply}\r\n"
     if expected_last is not None:
         block += f"{HEADER_EXPECTED_LAST}: {expected_last}\r\n"
-    return (block + "\r\n").encode(), payload
+    return (block + batch + "\r\n").encode(), payload
+
+
+def batch_headers(batch_id: str, index: int, count: int) -> str:
+    """The atomic batch header lines of message ``index`` (from 0) of ``count``."""
+    lines = f"Nats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: {index + 1}\r\n"
+    if index == count - 1:
+        lines += "Nats-Batch-Commit: 1\r\n"
+    return lines
 
 
 def from_stream_message(sequence: int, headers: bytes, data: bytes, *, channel: str) -> bytes:
@@ -189,8 +213,8 @@ _Write = tuple[int, str, str, int, bytes]  # sequence, guid, reply, timestamp (n
 
 
 class StreamWriter:
-    """The pipelined writes of one channel, one flush at a time. ``last_sequence``
-    follows what JetStream stored in order."""
+    """The pipelined writes of one channel. ``last_sequence`` follows what JetStream
+    stored in order (:meth:`flush`: one at a time; :meth:`send` rounds may overlap)."""
 
     def __init__(self, conn: NatsConnection, *, subject: str, last_sequence: int) -> None:
         self._conn = conn
@@ -199,11 +223,8 @@ class StreamWriter:
         self._queued: list[_Write] = []
         self._prefix = ""
         self._tokens = itertools.count(1)
-        self._waiting: dict[str, int] = {}  # reply token -> index in the round's answers
-        self._answers: list[WriteResult | None] = []
-        self._sequences: list[int] = []
-        self._missing = 0
-        self._done: asyncio.Event | None = None
+        # reply token -> the round and the index of the write in it
+        self._waiting: dict[str, tuple[WriteRound, int]] = {}
 
     def append(
         self, sequence: int, guid: str, reply: str, timestamp_ns: int, payload: bytes
@@ -214,6 +235,12 @@ class StreamWriter:
 
     def discard(self) -> None:
         self._queued.clear()
+
+    @property
+    def queued(self) -> tuple[_Write, ...]:
+        """The writes the next :meth:`flush` sends, as (sequence, guid, reply,
+        timestamp, payload): the arguments of :meth:`append`."""
+        return tuple(self._queued)
 
     async def flush(self, timeout: float = 5.0) -> list[WriteResult]:
         """Publish every queued write at once and wait for each answer (StoreError when
@@ -240,9 +267,11 @@ class StreamWriter:
         shifted = False
         for index, answer in enumerate(answers):
             if answer.ok:
-                if answer.duplicate:
-                    shifted = True
+                if answer.duplicate and answer.stored != answer.sequence:
+                    shifted = True  # a publisher's resend: it takes no sequence
                 else:
+                    # Stored; or this very write, sent again after its answer was lost:
+                    # a resend of another message was stored before this one's place.
                     self.last_sequence = answer.stored
                 continue
             if answer.err_code != WRONG_LAST_SEQUENCE:
@@ -256,16 +285,18 @@ class StreamWriter:
         return answers
 
     async def _round(
-        self, batch: list[_Write], expected: list[int], timeout: float
+        self, batch: Sequence[_Write], expected: Sequence[int], timeout: float
     ) -> list[WriteResult]:
+        return await self.answers(self.send(batch, expected), timeout)
+
+    def send(self, batch: Sequence[_Write], expected: Sequence[int]) -> WriteRound:
+        """Publish the writes now, each expecting the stream at ``expected[i]``; their
+        answers come with :meth:`answers`. Several rounds may be in flight at once."""
         conn = self._conn
         if not self._prefix:
             self._prefix = conn.new_inbox() + "."
             conn.subscribe(self._prefix + "*", self._on_answer, with_headers=True)
-        self._sequences = [write[0] for write in batch]
-        self._answers = [None] * len(batch)
-        self._missing = len(batch)
-        self._done = done = asyncio.Event()
+        round_ = WriteRound([write[0] for write in batch])
         waiting = self._waiting
         prefix, subject, tokens = self._prefix, self.subject, self._tokens
         try:
@@ -276,29 +307,105 @@ class StreamWriter:
                     guid, reply, timestamp, payload, expected_last=last
                 )
                 token = str(next(tokens))
-                waiting[token] = index
+                waiting[token] = (round_, index)
+                round_.tokens.append(token)
                 conn.publish_with_headers(subject, headers, data, reply=prefix + token)
             conn.write_now()
-            await asyncio.wait_for(done.wait(), timeout)
+        except NatsError as exc:
+            round_.failure = f"unable to write to {subject}: {exc}"
+        return round_
+
+    def send_atomic(self, batch: Sequence[_Write], batch_id: str) -> WriteRound:
+        """Publish the writes now as one atomic batch (at most ATOMIC_BATCH_MAX), the
+        first expecting the stream at its predecessor: stored all in order, or none."""
+        conn = self._conn
+        if not self._prefix:
+            self._prefix = conn.new_inbox() + "."
+            conn.subscribe(self._prefix + "*", self._on_answer, with_headers=True)
+        round_ = WriteRound([write[0] for write in batch], atomic=True)
+        token = str(next(self._tokens))
+        self._waiting[token] = (round_, 0)
+        round_.tokens.append(token)
+        subject, count = self.subject, len(batch)
+        try:
+            for index, (sequence, guid, reply, timestamp, payload) in enumerate(batch):
+                headers, data = to_stream_message(
+                    guid,
+                    reply,
+                    timestamp,
+                    payload,
+                    expected_last=sequence - 1 if index == 0 else None,
+                    batch=batch_headers(batch_id, index, count),
+                )
+                # Only the commit is answered (errors of the batch included).
+                answer_to = self._prefix + token if index == count - 1 else ""
+                conn.publish_with_headers(subject, headers, data, reply=answer_to)
+            conn.write_now()
+        except NatsError as exc:
+            round_.failure = f"unable to write to {subject}: {exc}"
+        return round_
+
+    async def answers(self, round_: WriteRound, timeout: float) -> list[WriteResult]:
+        """Every answer of the round, in the order of its writes (StoreError when one
+        does not come within ``timeout``: the writes may or may not be stored)."""
+        try:
+            if round_.failure:
+                raise StoreError(round_.failure)
+            if round_.missing:
+                await asyncio.wait_for(round_.done.wait(), timeout)
         except TimeoutError:
             raise StoreError(
-                f"JetStream did not answer {self._missing} of {len(batch)} writes to "
-                f"{subject} within {timeout:g} s"
+                f"JetStream did not answer {round_.missing} of {len(round_.answers)} writes "
+                f"to {self.subject} within {timeout:g} s"
             ) from None
-        except NatsError as exc:
-            raise StoreError(f"unable to write to {subject}: {exc}") from exc
         finally:
-            waiting.clear()  # late answers of this round are ignored
-        return [answer for answer in self._answers if answer is not None]
+            self.abandon(round_)
+        if round_.atomic:
+            return _batch_results(round_.sequences, round_.answers[0])
+        return [answer for answer in round_.answers if answer is not None]
+
+    def abandon(self, round_: WriteRound) -> None:
+        """Late answers of the round are ignored."""
+        waiting = self._waiting
+        for token in round_.tokens:
+            waiting.pop(token, None)
+        round_.tokens.clear()
 
     def _on_answer(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
-        index = self._waiting.pop(subject[len(self._prefix) :], None)
-        if index is None:
+        found = self._waiting.pop(subject[len(self._prefix) :], None)
+        if found is None:
             return
-        self._answers[index] = _write_result(self._sequences[index], headers, payload)
-        self._missing -= 1
-        if self._missing == 0 and self._done is not None:
-            self._done.set()
+        round_, index = found
+        sequence = round_.sequences[-1 if round_.atomic else index]
+        round_.answers[index] = _write_result(sequence, headers, payload)
+        round_.missing -= 1
+        if round_.missing == 0:
+            round_.done.set()
+
+
+class WriteRound:
+    """The writes of one :meth:`StreamWriter.send` and their answers as they come."""
+
+    __slots__ = ("answers", "atomic", "done", "failure", "missing", "sequences", "tokens")
+
+    def __init__(self, sequences: list[int], *, atomic: bool = False) -> None:
+        self.sequences = sequences
+        self.atomic = atomic  # one answer, for the whole batch
+        answers = 1 if atomic else len(sequences)
+        self.answers: list[WriteResult | None] = [None] * answers
+        self.missing = answers
+        self.done = asyncio.Event()
+        self.tokens: list[str] = []
+        self.failure = ""
+
+
+def _batch_results(sequences: list[int], answer: WriteResult | None) -> list[WriteResult]:
+    """The commit's answer, for each write of an atomic batch."""
+    assert answer is not None
+    if not answer.ok:
+        return [replace(answer, sequence=sequence) for sequence in sequences]
+    first = answer.stored - len(sequences) + 1
+    return [WriteResult(sequence, first + i) for i, sequence in enumerate(sequences)]
 
 
 def _write_result(sequence: int, headers: bytes, payload: bytes) -> WriteResult:
@@ -440,6 +547,7 @@ def _state(answer: dict[str, Any]) -> StreamState:
         int(state.get("last_seq", 0)),
         int(state.get("messages", 0)),
         int(state.get("bytes", 0)),
+        bool(answer.get("config", {}).get("allow_atomic")),
     )
 
 
