@@ -119,16 +119,21 @@ class ChannelStream:
         self._writer.discard()
         return writes
 
+    @property
+    def pipelines(self) -> bool:
+        """Whether writes may be sent before the writes ahead of them are answered.
+        Single writes may: JetStream checks each one's expected last sequence against
+        what it has accepted. An atomic batch's is checked against what is stored, so
+        a batch sent before the one ahead of it is stored would be refused."""
+        return not self._atomic
+
     def send(self, writes: Writes) -> Sent:
-        """Publish ``writes`` now, ahead of the answers of writes still in flight (each
-        write, or atomic batch, expects its own predecessor: JetStream keeps the order)."""
+        """Publish ``writes`` now (each write expects its own predecessor, so JetStream
+        keeps the order); of an atomic stream, the first batch of them only."""
         writer = self._writer
         if not self._atomic:
             return [writer.send(writes, [write[0] - 1 for write in writes])]
-        return [
-            writer.send_atomic(writes[i : i + ATOMIC_BATCH_MAX], self._batch_id())
-            for i in range(0, len(writes), ATOMIC_BATCH_MAX)
-        ]
+        return [writer.send_atomic(writes[:ATOMIC_BATCH_MAX], self._batch_id())]
 
     def _batch_id(self) -> str:
         return f"{self.writer_id or 'stan'}-{next(self._batches)}"
@@ -183,6 +188,8 @@ class ChannelStream:
             writes = writes[done:]
             if not writes:
                 return
+            if not failure:
+                continue  # the next atomic batch
             if wrong_last:
                 last = await self.stream_last()
                 if last != writes[0][0] - 1:

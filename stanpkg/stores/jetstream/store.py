@@ -511,7 +511,8 @@ class ReplicatedMessages(MessageStore):
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        if batch.writes and self._stream_ready and not self._behind:
+        ready = self._stream_ready and not self._behind
+        if batch.writes and ready and (after is None or self.stream.pipelines):
             sent = self.stream.send(batch.writes)
         self._in_flight += len(batch.records)
         self._in_flight_guids.update(batch.guids)

@@ -64,6 +64,9 @@ async def test_a_flush_larger_than_one_atomic_batch_is_stored_in_order(
 
 async def test_pipelined_sends_are_stored_in_order(jetstream_url: str) -> None:
     async with channel(jetstream_url) as stream:
+        assert not stream.pipelines  # atomic batches: one at a time
+        stream._atomic = False  # single writes: sent ahead of the answers
+        assert stream.pipelines
         sent = []
         for first in (1, 101, 201):
             append(stream, first, first + 99)
