@@ -278,6 +278,7 @@ class _Node:
             url = self.nats.client_url
             if self.monitor is not None:
                 self.monitor.nats_monitor_port = self.nats.internal_monitor_port
+                self.monitor.nats_server_pid = self.nats.pid
         else:
             url = plan.nats_server_url
             if self.monitor is not None:

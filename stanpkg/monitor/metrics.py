@@ -6,11 +6,24 @@ the ``stanpkg extras`` below add what it lacked. Nothing is counted per message 
 this: a scrape walks the registries once (:func:`collect`, on the event loop, paced)
 and renders that snapshot in a worker thread (:func:`render`).
 
+Prometheus conventions are followed by families of their own, next to the exporter's
+(which dashboards query and which are kept exactly as they were): counters that only go
+up, named ``*_total`` (``nss_server_in_msgs_total`` beside the exporter's
+``nss_server_msgs_in``), and gauges for the exporter's "counters" that go down
+(``nss_server_current_channels``) and for its gauges named ``*_total``
+(``nss_chan_stored_msgs``). docs/monitoring.md has the table.
+
+A scraper that asks for OpenMetrics (``Accept: application/openmetrics-text``, as
+Prometheus does) gets it: the same sample names, the conventional counters typed
+``counter``, and the exporter's families that break OpenMetrics' rules for counters
+typed ``unknown`` (their samples unchanged, so queries keep working).
+
 The text is written here rather than by ``prometheus_client.generate_latest``: the
 exporter's counters ``nss_server_msgs_in`` & co. have no ``_total`` suffix, which
 prometheus_client's counters always add, and its generic per-sample formatting takes
 seconds for the 300k+ samples of 100k subscriptions (see bench/monitor/README.md).
-The process metrics (``process_*``, ``python_*``) come from prometheus_client.
+The process metrics come from prometheus_client: ours (``process_*``, ``python_*``)
+and the embedded nats-server's (``nats_server_process_*``, read from its /proc entry).
 """
 
 from __future__ import annotations
@@ -20,7 +33,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -29,18 +43,50 @@ from stanpkg.monitor.gojson import go_time
 from stanpkg.monitor.pacing import Pacer
 from stanpkg.server.views import ChannelView, ServerTotals, ServerView, SubscriptionView
 
-__all__ = ["CONTENT_TYPE", "Family", "MetricsSnapshot", "collect", "render", "render_gzip"]
+__all__ = [
+    "CONTENT_TYPE",
+    "Exposition",
+    "Family",
+    "MetricsSnapshot",
+    "collect",
+    "negotiate",
+    "render",
+    "render_gzip",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_OPENMETRICS = "application/openmetrics-text"
 _CHUNK_LINES = 2048
 
 Row = TypeVar("Row")
 
 
 class Family(NamedTuple):
-    name: str
+    name: str  # the samples' name, as written in both formats
     type: str  # "counter" | "gauge"
     help: str
+    # False for the exporter's families that break Prometheus' rules (a counter without
+    # ``_total`` or that goes down, a gauge named ``*_total``): typed ``unknown`` in
+    # OpenMetrics, which refuses them otherwise.
+    conventional: bool = True
+
+
+def _exporter(name: str, type_: str, help_: str) -> Family:
+    """One of the exporter's families, kept as dashboards know it."""
+    conventional = (type_ == "counter") == name.endswith("_total") and name not in _GOES_DOWN
+    return Family(name, type_, help_, conventional)
+
+
+# The exporter's counters that are current counts or stored totals: they go down.
+_GOES_DOWN = frozenset(
+    {
+        "nss_server_bytes_total",
+        "nss_server_msgs_total",
+        "nss_server_channels",
+        "nss_server_subscriptions",
+        "nss_server_clients",
+    }
+)
 
 
 # -- the exporter's families (collector/streaming.go) ------------------------------------
@@ -49,20 +95,20 @@ class Family(NamedTuple):
 # is_offline, durable_name``.
 
 SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
-    (Family("nss_server_bytes_total", "counter", "Total of bytes"), lambda t: t.total_bytes),
-    (Family("nss_server_msgs_total", "counter", "Total of messages"), lambda t: t.total_msgs),
-    (Family("nss_server_bytes_in", "counter", "Incoming bytes"), lambda t: t.in_bytes),
-    (Family("nss_server_bytes_out", "counter", "Outgoing bytes"), lambda t: t.out_bytes),
-    (Family("nss_server_msgs_in", "counter", "Incoming messages"), lambda t: t.in_msgs),
-    (Family("nss_server_msgs_out", "counter", "Outgoing messages"), lambda t: t.out_msgs),
-    (Family("nss_server_channels", "counter", "Total channels"), lambda t: t.channels),
+    (_exporter("nss_server_bytes_total", "counter", "Total of bytes"), lambda t: t.total_bytes),
+    (_exporter("nss_server_msgs_total", "counter", "Total of messages"), lambda t: t.total_msgs),
+    (_exporter("nss_server_bytes_in", "counter", "Incoming bytes"), lambda t: t.in_bytes),
+    (_exporter("nss_server_bytes_out", "counter", "Outgoing bytes"), lambda t: t.out_bytes),
+    (_exporter("nss_server_msgs_in", "counter", "Incoming messages"), lambda t: t.in_msgs),
+    (_exporter("nss_server_msgs_out", "counter", "Outgoing messages"), lambda t: t.out_msgs),
+    (_exporter("nss_server_channels", "counter", "Total channels"), lambda t: t.channels),
     (
-        Family("nss_server_subscriptions", "counter", "Total subscriptions"),
+        _exporter("nss_server_subscriptions", "counter", "Total subscriptions"),
         lambda t: t.subscriptions,
     ),
-    (Family("nss_server_clients", "counter", "Total clients"), lambda t: t.clients),
+    (_exporter("nss_server_clients", "counter", "Total clients"), lambda t: t.clients),
     (
-        Family(
+        _exporter(
             "nss_server_leader_promotions",
             "counter",
             "Times this node became the cluster's serving node (stanpkg)",
@@ -71,38 +117,84 @@ SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
     ),
     # stanpkg extra
     (
-        Family("nss_server_msgs_redelivered", "counter", "Messages sent again (stanpkg)"),
+        _exporter("nss_server_msgs_redelivered", "counter", "Messages sent again (stanpkg)"),
         lambda t: t.redelivered_msgs,
     ),
 )
-SERVER_ACTIVE = Family("nss_server_active", "gauge", "Active server")
-SERVER_INFO = Family("nss_server_info", "gauge", "Info")
+SERVER_ACTIVE = _exporter("nss_server_active", "gauge", "Active server")
+SERVER_INFO = _exporter("nss_server_info", "gauge", "Info")
 
-CHANNEL_FAMILIES: tuple[tuple[Family, Callable[[ChannelView], float]], ...] = (
-    (Family("nss_chan_bytes_total", "gauge", "Total of bytes"), lambda c: c.bytes),
-    (Family("nss_chan_msgs_total", "gauge", "Total of messages"), lambda c: c.msgs),
-    (Family("nss_chan_last_seq", "gauge", "Last seq"), lambda c: c.last_seq),
-    # stanpkg extras: the first available sequence, subscriptions and the limits
-    # (0 = unlimited) of each channel.
-    (Family("nss_chan_first_seq", "gauge", "First seq (stanpkg)"), lambda c: c.first_seq),
+# Prometheus' conventions for the same numbers: counters that never go down end in
+# ``_total``; current counts and stored totals are gauges.
+CONVENTIONAL_SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
     (
-        Family("nss_chan_subscriptions", "gauge", "Subscriptions, offline ones included (stanpkg)"),
-        lambda c: c.subs_count,
+        Family("nss_server_in_msgs_total", "counter", "Messages published to this server"),
+        lambda t: t.in_msgs,
     ),
     (
-        Family("nss_chan_limit_msgs", "gauge", "Channel limit: max messages, 0 = unlimited"),
-        lambda c: c.limits.max_msgs,
+        Family("nss_server_in_bytes_total", "counter", "Bytes of messages published"),
+        lambda t: t.in_bytes,
     ),
     (
-        Family("nss_chan_limit_bytes", "gauge", "Channel limit: max bytes, 0 = unlimited"),
-        lambda c: c.limits.max_bytes,
+        Family("nss_server_out_msgs_total", "counter", "Messages sent to subscribers"),
+        lambda t: t.out_msgs,
     ),
     (
-        Family("nss_chan_limit_age_seconds", "gauge", "Channel limit: max age, 0 = unlimited"),
-        lambda c: c.limits.max_age / 1e9,
+        Family("nss_server_out_bytes_total", "counter", "Bytes of messages sent to subscribers"),
+        lambda t: t.out_bytes,
+    ),
+    (
+        Family("nss_server_redelivered_msgs_total", "counter", "Messages sent again"),
+        lambda t: t.redelivered_msgs,
     ),
     (
         Family(
+            "nss_server_became_leader_total",
+            "counter",
+            "Times this node became the cluster's serving node",
+        ),
+        lambda t: t.leader_promotions,
+    ),
+    (Family("nss_server_stored_msgs", "gauge", "Messages stored"), lambda t: t.total_msgs),
+    (Family("nss_server_stored_bytes", "gauge", "Bytes stored"), lambda t: t.total_bytes),
+    (Family("nss_server_current_channels", "gauge", "Channels"), lambda t: t.channels),
+    (
+        Family("nss_server_current_subscriptions", "gauge", "Subscriptions"),
+        lambda t: t.subscriptions,
+    ),
+    (Family("nss_server_current_clients", "gauge", "Connected clients"), lambda t: t.clients),
+)
+
+CHANNEL_FAMILIES: tuple[tuple[Family, Callable[[ChannelView], float]], ...] = (
+    (_exporter("nss_chan_bytes_total", "gauge", "Total of bytes"), lambda c: c.bytes),
+    (_exporter("nss_chan_msgs_total", "gauge", "Total of messages"), lambda c: c.msgs),
+    (_exporter("nss_chan_last_seq", "gauge", "Last seq"), lambda c: c.last_seq),
+    # The stored totals again, under names without the counters' ``_total``.
+    (Family("nss_chan_stored_msgs", "gauge", "Messages stored"), lambda c: c.msgs),
+    (Family("nss_chan_stored_bytes", "gauge", "Bytes stored"), lambda c: c.bytes),
+    # stanpkg extras: the first available sequence, subscriptions and the limits
+    # (0 = unlimited) of each channel.
+    (_exporter("nss_chan_first_seq", "gauge", "First seq (stanpkg)"), lambda c: c.first_seq),
+    (
+        _exporter(
+            "nss_chan_subscriptions", "gauge", "Subscriptions, offline ones included (stanpkg)"
+        ),
+        lambda c: c.subs_count,
+    ),
+    (
+        _exporter("nss_chan_limit_msgs", "gauge", "Channel limit: max messages, 0 = unlimited"),
+        lambda c: c.limits.max_msgs,
+    ),
+    (
+        _exporter("nss_chan_limit_bytes", "gauge", "Channel limit: max bytes, 0 = unlimited"),
+        lambda c: c.limits.max_bytes,
+    ),
+    (
+        _exporter("nss_chan_limit_age_seconds", "gauge", "Channel limit: max age, 0 = unlimited"),
+        lambda c: c.limits.max_age / 1e9,
+    ),
+    (
+        _exporter(
             "nss_chan_limit_subscriptions",
             "gauge",
             "Channel limit: max subscriptions, 0 = unlimited",
@@ -110,7 +202,7 @@ CHANNEL_FAMILIES: tuple[tuple[Family, Callable[[ChannelView], float]], ...] = (
         lambda c: c.limits.max_subs,
     ),
     (
-        Family(
+        _exporter(
             "nss_chan_limit_inactivity_seconds",
             "gauge",
             "Channel limit: deleted after this long without subscriptions, 0 = never",
@@ -120,22 +212,22 @@ CHANNEL_FAMILIES: tuple[tuple[Family, Callable[[ChannelView], float]], ...] = (
 )
 
 SUBSCRIPTION_FAMILIES: tuple[tuple[Family, Callable[[SubscriptionView], int]], ...] = (
-    (Family("nss_chan_subs_last_sent", "gauge", "Last message sent"), lambda s: s.last_sent),
+    (_exporter("nss_chan_subs_last_sent", "gauge", "Last message sent"), lambda s: s.last_sent),
     (
-        Family("nss_chan_subs_pending_count", "gauge", "Pending message count"),
+        _exporter("nss_chan_subs_pending_count", "gauge", "Pending message count"),
         lambda s: s.pending_count,
     ),
     (
-        Family("nss_chan_subs_max_inflight", "gauge", "Max in flight message count"),
+        _exporter("nss_chan_subs_max_inflight", "gauge", "Max in flight message count"),
         lambda s: s.max_inflight,
     ),
     # stanpkg extras
     (
-        Family("nss_chan_subs_is_stalled", "gauge", "1 while pending reached max in flight"),
+        _exporter("nss_chan_subs_is_stalled", "gauge", "1 while pending reached max in flight"),
         lambda s: int(s.is_stalled),
     ),
     (
-        Family(
+        _exporter(
             "nss_chan_subs_redelivered_pending",
             "gauge",
             "Pending messages that were redelivered at least once",
@@ -156,6 +248,7 @@ class MetricsSnapshot:
     active: bool
     totals: ServerTotals
     channels: list[tuple[ChannelView, list[SubscriptionView]]]
+    nats_server_pid: int | None = None  # the embedded nats-server, None: external
 
 
 def _is_active(state: str, role: str) -> bool:
@@ -163,7 +256,9 @@ def _is_active(state: str, role: str) -> bool:
     return state in ("STANDALONE", "FT_ACTIVE") or (state == "CLUSTERED" and role == "Leader")
 
 
-async def collect(view: ServerView, *, version: str, go_version: str) -> MetricsSnapshot:
+async def collect(
+    view: ServerView, *, version: str, go_version: str, nats_server_pid: int | None = None
+) -> MetricsSnapshot:
     """Read everything a scrape shows; yields to the loop between channels."""
     pacer = Pacer()
     channels: list[tuple[ChannelView, list[SubscriptionView]]] = []
@@ -183,7 +278,8 @@ async def collect(view: ServerView, *, version: str, go_version: str) -> Metrics
         "start_time": go_time(view.start_time_ns),
     }
     totals = view.totals([channel for channel, _ in channels])
-    return MetricsSnapshot(view.server_id, role, info, _is_active(state, role), totals, channels)
+    active = _is_active(state, role)
+    return MetricsSnapshot(view.server_id, role, info, active, totals, channels, nats_server_pid)
 
 
 # -- rendering (worker thread) ----------------------------------------------------------
@@ -200,8 +296,37 @@ def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     return ",".join(f'{name}="{_escape(value)}"' for name, value in sorted(pairs))
 
 
-def _header(family: Family) -> str:
-    return f"# HELP {family.name} {family.help}\n# TYPE {family.name} {family.type}\n"
+class Exposition(NamedTuple):
+    """What a scrape answers: the content type and the encoder of prometheus_client's
+    registries chosen from the ``Accept`` header."""
+
+    content_type: str
+    encode: Callable[[CollectorRegistry], bytes]
+
+    @property
+    def openmetrics(self) -> bool:
+        return self.content_type.startswith(_OPENMETRICS)
+
+
+def negotiate(accept: str) -> Exposition:
+    """The format the scraper asks for: OpenMetrics, else the text format 0.0.4."""
+    encode, content_type = choose_encoder(accept)
+    if not content_type.startswith(_OPENMETRICS):
+        content_type = CONTENT_TYPE  # ours is 0.0.4 whatever text version was asked
+    return Exposition(content_type, encode)
+
+
+TEXT = negotiate("")
+
+
+def _header(family: Family, openmetrics: bool = False) -> str:
+    name, type_ = family.name, family.type
+    if openmetrics:
+        if not family.conventional:
+            type_ = "unknown"
+        elif type_ == "counter":  # an OpenMetrics counter family is named without _total
+            name = name.removesuffix("_total")
+    return f"# HELP {name} {family.help}\n# TYPE {name} {type_}\n"
 
 
 def _subscription_labels(server_part: str, channel_part: str, sub: SubscriptionView) -> str:
@@ -222,27 +347,32 @@ def _subscription_labels(server_part: str, channel_part: str, sub: SubscriptionV
 
 
 def _family_text(
-    family: Family, rows: list[tuple[str, Row]], value_of: Callable[[Row], float]
+    family: Family,
+    rows: list[tuple[str, Row]],
+    value_of: Callable[[Row], float],
+    openmetrics: bool,
 ) -> Iterator[str]:
     """One family's text in pieces of ``_CHUNK_LINES`` lines: each join/encode is one C
     call holding the GIL, kept short so the event-loop thread gets it back often."""
     name = family.name
-    yield _header(family)
+    yield _header(family, openmetrics)
     for start in range(0, len(rows), _CHUNK_LINES):
         chunk = rows[start : start + _CHUNK_LINES]
         yield "".join([f"{name}{{{labels}}} {value_of(item)}\n" for labels, item in chunk])
 
 
-def _render_parts(snapshot: MetricsSnapshot) -> Iterator[str]:
+def _render_parts(snapshot: MetricsSnapshot, openmetrics: bool) -> Iterator[str]:
     """The exposition text, piece by piece (encoded and compressed piecewise)."""
     server_label = f'server_id="{_escape(snapshot.server_id)}"'
     totals = snapshot.totals
-    for family, value_of in SERVER_FAMILIES:
-        yield f"{_header(family)}{family.name}{{{server_label}}} {value_of(totals)}\n"
+    for family, value_of in (*SERVER_FAMILIES, *CONVENTIONAL_SERVER_FAMILIES):
+        header = _header(family, openmetrics)
+        yield f"{header}{family.name}{{{server_label}}} {value_of(totals)}\n"
     active = 1 if snapshot.active else 0
-    yield f"{_header(SERVER_ACTIVE)}{SERVER_ACTIVE.name}{{{server_label}}} {active}\n"
+    header = _header(SERVER_ACTIVE, openmetrics)
+    yield f"{header}{SERVER_ACTIVE.name}{{{server_label}}} {active}\n"
     info = _labels(snapshot.info.items())
-    yield f"{_header(SERVER_INFO)}{SERVER_INFO.name}{{{info}}} 1\n"
+    yield f"{_header(SERVER_INFO, openmetrics)}{SERVER_INFO.name}{{{info}}} 1\n"
 
     server_part = f'{server_label},server_role="{_escape(snapshot.role)}"'
     channel_rows: list[tuple[str, ChannelView]] = []
@@ -252,9 +382,9 @@ def _render_parts(snapshot: MetricsSnapshot) -> Iterator[str]:
         channel_rows.append((f"{channel_part},{server_part}", channel))
         sub_rows.extend((_subscription_labels(server_part, channel_part, sub), sub) for sub in subs)
     for family, channel_value in CHANNEL_FAMILIES:
-        yield from _family_text(family, channel_rows, channel_value)
+        yield from _family_text(family, channel_rows, channel_value, openmetrics)
     for family, sub_value in SUBSCRIPTION_FAMILIES:
-        yield from _family_text(family, sub_rows, sub_value)
+        yield from _family_text(family, sub_rows, sub_value, openmetrics)
     while sub_rows:  # freed a chunk at a time: one big free would hold the GIL
         del sub_rows[-_CHUNK_LINES:]
 
@@ -265,22 +395,45 @@ PlatformCollector(registry=_PROCESS_REGISTRY)
 GCCollector(registry=_PROCESS_REGISTRY)
 
 
-def _process_metrics() -> bytes:
-    return generate_latest(_PROCESS_REGISTRY)
+def _nats_server_registry(pid: int) -> CollectorRegistry:
+    """The embedded nats-server's memory and CPU, from its /proc entry (nothing where
+    there is none): ``nats_server_process_resident_memory_bytes``,
+    ``nats_server_process_cpu_seconds_total`` & co."""
+    registry = CollectorRegistry(auto_describe=True)
+    ProcessCollector(namespace="nats_server", pid=lambda: pid, registry=registry)
+    return registry
 
 
-def render(snapshot: MetricsSnapshot) -> list[bytes]:
+def _process_metrics(snapshot: MetricsSnapshot, exposition: Exposition) -> bytes:
+    # Without its trailing "# EOF": one exposition has one, at the very end.
+    ours = exposition.encode(_PROCESS_REGISTRY).removesuffix(_EOF)
+    if snapshot.nats_server_pid is None:
+        return ours
+    child = exposition.encode(_nats_server_registry(snapshot.nats_server_pid))
+    return ours + child.removesuffix(_EOF)
+
+
+_EOF = b"# EOF\n"
+
+
+def _tail(exposition: Exposition) -> list[bytes]:
+    return [_EOF] if exposition.openmetrics else []
+
+
+def render(snapshot: MetricsSnapshot, exposition: Exposition = TEXT) -> list[bytes]:
     """The body in pieces (written one by one: ~100 MB for 100k subscriptions)."""
-    pieces = [part.encode() for part in _render_parts(snapshot)]
-    pieces.append(_process_metrics())
-    return pieces
+    pieces = [part.encode() for part in _render_parts(snapshot, exposition.openmetrics)]
+    pieces.append(_process_metrics(snapshot, exposition))
+    return pieces + _tail(exposition)
 
 
-def render_gzip(snapshot: MetricsSnapshot) -> list[bytes]:
+def render_gzip(snapshot: MetricsSnapshot, exposition: Exposition = TEXT) -> list[bytes]:
     """The gzip-compressed body, compressed piece by piece: the uncompressed text never
     exists in one piece."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    pieces = [compressor.compress(part.encode()) for part in _render_parts(snapshot)]
-    pieces.append(compressor.compress(_process_metrics()))
+    parts = _render_parts(snapshot, exposition.openmetrics)
+    pieces = [compressor.compress(part.encode()) for part in parts]
+    pieces.append(compressor.compress(_process_metrics(snapshot, exposition)))
+    pieces.extend(compressor.compress(tail) for tail in _tail(exposition))
     pieces.append(compressor.flush())
     return [piece for piece in pieces if piece]

@@ -99,6 +99,7 @@ class MonitorApp:
         self.executor = executor
         self.log = log
         self.proxy = proxy
+        self.nats_server_pid: int | None = None  # the embedded one's, for its process metrics
 
     def build(self) -> web.Application:
         app = web.Application(middlewares=[self._errors])
@@ -122,6 +123,11 @@ class MonitorApp:
         try:
             return await handler(request)
         except web.HTTPException:
+            raise
+        except ConnectionError:
+            # The client hung up mid-answer (a scraper's timeout): normal, and aiohttp
+            # drops the connection quietly when it sees this.
+            self.log.debug(f"Monitoring: client left during {request.path}")
             raise
         except Exception as exc:
             self.log.error(f"Monitoring: error handling {request.path}: {exc!r}")
@@ -211,16 +217,20 @@ class MonitorApp:
     # -- /metrics -----------------------------------------------------------------------
 
     async def metrics(self, request: web.Request) -> web.StreamResponse:
-        headers = {"Content-Type": metrics.CONTENT_TYPE}
+        exposition = metrics.negotiate(request.headers.get("Accept", ""))
+        headers = {"Content-Type": exposition.content_type}
         gzip = _wants_gzip(request)
         if gzip:
             headers["Content-Encoding"] = "gzip"
         render = metrics.render_gzip if gzip else metrics.render
         with gc_paused():  # see pacing.py; the sending is outside
             snapshot = await metrics.collect(
-                self.view, version=self.version, go_version=self.go_version
+                self.view,
+                version=self.version,
+                go_version=self.go_version,
+                nats_server_pid=self.nats_server_pid,
             )
-            pieces: list[bytes] = await self._run(render, snapshot)
+            pieces: list[bytes] = await self._run(render, snapshot, exposition)
             await release(snapshot.channels)
         return await _send(request, pieces, headers)
 

@@ -128,6 +128,15 @@ class MonitorServer:
     def nats_monitor_port(self, port: int | None) -> None:
         self.proxy.port = port
 
+    @property
+    def nats_server_pid(self) -> int | None:
+        """The embedded nats-server's process: its memory and CPU go into /metrics."""
+        return self._app.nats_server_pid
+
+    @nats_server_pid.setter
+    def nats_server_pid(self, pid: int | None) -> None:
+        self._app.nats_server_pid = pid
+
     def _bind(self) -> socket.socket:
         config = self.config
         port = max(config.port, 0)
