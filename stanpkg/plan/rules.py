@@ -15,6 +15,7 @@ from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.options import OPTIONS, Kind
 from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.plan.subjects import channel_name_problem, is_literal
+from stanpkg.plan.syslog_address import parse_remote_syslog
 
 Rule = Callable[[Context], None]
 
@@ -333,6 +334,18 @@ def check_files(ctx: Context) -> None:
             ctx.error(path, f'{opt.name}: file "{value}" is not {need}', "file")
 
 
+def check_remote_syslog(ctx: Context) -> None:
+    """The address the server will dial at start-up, checked as it parses it."""
+    path = ("nats_server", "remote_syslog")
+    url = ctx.value(path)
+    if not isinstance(url, str) or not url:
+        return
+    try:
+        parse_remote_syslog(url)
+    except ValueError as exc:
+        ctx.error(path, f"remote_syslog: {exc}", "invalid-value")
+
+
 RULES: tuple[Rule, ...] = (
     check_identity,
     check_channels,
@@ -342,6 +355,7 @@ RULES: tuple[Rule, ...] = (
     check_encryption,
     check_tls,
     check_files,
+    check_remote_syslog,
 )
 
 

@@ -20,9 +20,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
-from urllib.parse import urlsplit
 
 from stanpkg.plan.model import Plan
+from stanpkg.plan.syslog_address import Address, SocketType, parse_remote_syslog
 
 __all__ = [
     "LOCAL_SYSLOG_PATHS",
@@ -47,31 +47,6 @@ _SEVERITY = {
     "DBG": "debug",
     "TRC": "notice",
 }
-
-Address = str | tuple[str, int]
-SocketType = socket.SocketKind | None
-
-
-def parse_remote_syslog(url: str) -> tuple[Address, SocketType]:
-    """(address, socket type) for ``udp://host:port``, ``tcp://host:port`` or
-    ``unix:///path``; ValueError naming what is wrong otherwise. A unix socket's type is
-    left open (None): the standard library tries a datagram socket, then a stream one."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme in ("udp", "tcp"):
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ValueError(f'invalid syslog address "{url}": {exc}') from None
-        if not parts.hostname or port is None:
-            raise ValueError(f'invalid syslog address "{url}": expected {scheme}://host:port')
-        kind = socket.SOCK_DGRAM if scheme == "udp" else socket.SOCK_STREAM
-        return (parts.hostname, port), kind
-    if scheme == "unix":
-        if not parts.path:
-            raise ValueError(f'invalid syslog address "{url}": expected unix:///path')
-        return parts.path, None
-    raise ValueError(f'invalid syslog address "{url}": network must be udp, tcp or unix')
 
 
 def syslog_tag(syslog_name: str, argv0: str | None = None) -> str:
