@@ -53,6 +53,9 @@ __all__ = [
     "RecoveredSubscription",
     "SequenceBookkeeping",
     "ServerInfo",
+    "StandbyChannel",
+    "StandbyState",
+    "StandbySubscription",
     "Store",
     "StoreError",
     "StoreLog",
@@ -160,6 +163,33 @@ class RecoveredState:
     info: ServerInfo
     clients: list[ClientRecord]
     channels: list[RecoveredChannel]
+
+
+@dataclass(frozen=True, slots=True)
+class StandbySubscription:
+    record: SubRecord
+    pending_count: int  # unacknowledged messages
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyChannel:
+    name: str
+    msgs: int
+    bytes: int
+    first_seq: int
+    last_seq: int
+    subscriptions: tuple[StandbySubscription, ...]  # by ID
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyState:
+    """What a standby node knows of the state another node serves (for monitoring):
+    plain records, read at ``read_at`` (monotonic seconds)."""
+
+    info: ServerInfo
+    clients: tuple[ClientRecord, ...]
+    channels: tuple[StandbyChannel, ...]  # by name
+    read_at: float
 
 
 class MessageStore(ABC):
@@ -397,6 +427,12 @@ class Store(ABC):
     async def connect(self, endpoint: NatsEndpoint) -> None:  # noqa: B027 - most stores: nothing
         """Called once the server's NATS connections are up, before recovery: a store
         kept in NATS itself (the clustered store) connects here; others need nothing."""
+
+    def standby_state(self) -> StandbyState | None:
+        """While this node stands by: the last known state of the node that serves, if
+        the store can read it without serving (the clustered store can); never blocks.
+        None for every other store, and once this node serves."""
+        return None
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Fault-tolerant mode: one attempt to become the only server using this store;

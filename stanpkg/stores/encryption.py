@@ -26,6 +26,7 @@ from stanpkg.stores.base import (
     RecoveredChannel,
     RecoveredState,
     ServerInfo,
+    StandbyState,
     Store,
     StoreError,
     StoreLog,
@@ -310,6 +311,9 @@ class EncryptingStore(Store):
 
     async def connect(self, endpoint: NatsEndpoint) -> None:
         await self.inner.connect(endpoint)
+
+    def standby_state(self) -> StandbyState | None:
+        return self.inner.standby_state()  # counts only: nothing to decrypt
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         return await self.inner.acquire_exclusive_lock(on_lost)

@@ -34,6 +34,7 @@ from stanpkg.stores.base import (
     RecoveredState,
     RecoveredSubscription,
     ServerInfo,
+    StandbyState,
     Store,
     StoreError,
     StoreLog,
@@ -50,6 +51,7 @@ from stanpkg.stores.jetstream.channel_streams import (
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
+from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.stores.records import (
     client_from_proto,
@@ -133,6 +135,7 @@ class ClusteredStore(Store):
         self._pending_flush: asyncio.Task[None] | None = None
         self._closing = False
         self._writer_id = ""
+        self._standby: StandbyRefresher | None = None  # monitoring while standing by
 
     # -- connecting and leading -------------------------------------------------------
 
@@ -164,7 +167,12 @@ class ClusteredStore(Store):
             replicas=settings.replicas,
             on_lost=self._lost,
         )
-        await self._lease.wait_until_held()
+        self._standby = StandbyRefresher(self._read_standby_state, self.log)
+        self._standby.start()
+        try:
+            await self._lease.wait_until_held()
+        finally:
+            self._standby.stop()  # the leader serves from its own state: no reading
         self._writer_id = next_nuid()  # this leadership's writes
         self._leading = True
         try:
@@ -288,6 +296,20 @@ class ClusteredStore(Store):
 
     # -- the Store interface --------------------------------------------------------------
 
+    def standby_state(self) -> StandbyState | None:
+        if self._leading or self._standby is None:
+            return None
+        return self._standby.latest
+
+    async def _read_standby_state(self) -> StandbyState | None:
+        assert self._state is not None
+        return await read_standby_state(
+            self._state,
+            self._require_conn(),
+            self.settings.cluster_id,
+            asyncio.get_running_loop().time(),
+        )
+
     def recover(self) -> RecoveredState | None:
         # A follower has no state; the leader returns what it loaded at promotion.
         if not self._leading:
@@ -357,6 +379,8 @@ class ClusteredStore(Store):
         self._closing = True
         self._cache.close()
         self._channels.clear()
+        if self._standby is not None:
+            self._standby.stop()
         for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()

@@ -1,0 +1,136 @@
+"""What a standby node shows of the cluster's state: monitoring on a follower.
+
+The reference's followers apply the Raft log, so their ``/streaming/*`` endpoints answer
+with the cluster's state. Ours hold nothing: they read it, in the background, every few
+seconds while they stand by — the replicated records (one ordered consumer over the KV
+bucket) and one ``STREAM.INFO`` per channel — and monitoring shows the last reading. A
+reading that fails (no quorum, a replica catching up) leaves the last one in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import (
+    ClientRecord,
+    StandbyChannel,
+    StandbyState,
+    StandbySubscription,
+    StoreLog,
+)
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.link import raise_if_cancelled
+from stanpkg.stores.jetstream.streams import StreamState, stream_name, stream_state
+from stanpkg.stores.records import client_from_proto, server_info_from_proto, sub_from_proto
+from stanpkg.transport.connection import NatsConnection
+
+__all__ = ["REFRESH_INTERVAL", "StandbyRefresher", "read_standby_state"]
+
+REFRESH_INTERVAL = 2.0  # seconds between two readings, at least
+COST_FACTOR = 4  # a reading that takes t seconds waits 4t before the next (large clusters)
+READ_TIMEOUT = 10.0  # one whole reading, past which it counts as failed
+CONCURRENT_INFOS = 32  # STREAM.INFO requests in flight at once
+_SERVER_KEY = kv_key("server")  # the clustered store's record of the server info
+
+Reader = Callable[[], Awaitable[StandbyState | None]]
+
+
+async def read_standby_state(
+    records: ReplicatedMap, conn: NatsConnection, cluster_id: str, now: float
+) -> StandbyState | None:
+    """One reading of the cluster's state; None before the serving node has written its
+    server info. Raises StoreError (or a NATS error) when JetStream cannot answer."""
+    loaded = await records.load()
+    raw_info = loaded.pop(_SERVER_KEY, None)
+    if raw_info is None:
+        return None
+    info = server_info_from_proto(spb.ServerInfo.FromString(raw_info))
+    clients: list[ClientRecord] = []
+    names: list[str] = []
+    subs: dict[str, list[StandbySubscription]] = {}
+    for key, value in loaded.items():
+        kind, *rest = kv_key_parts(key)
+        if kind == "client":
+            clients.append(client_from_proto(spb.ClientInfo.FromString(value)))
+        elif kind == "channel":
+            names.append(rest[0])
+        elif kind == "sub":
+            snapshot = spb.SubscriptionSnapshot.FromString(value)
+            sub = StandbySubscription(sub_from_proto(snapshot.State), len(snapshot.AcksPending))
+            subs.setdefault(rest[0], []).append(sub)
+    names.sort()
+    states = await _stream_states(conn, cluster_id, names)
+    channels = tuple(
+        StandbyChannel(
+            name,
+            state.msgs,
+            state.bytes,
+            state.first_seq,
+            state.last_seq,
+            tuple(sorted(subs.get(name, ()), key=lambda sub: sub.record.id)),
+        )
+        for name, state in zip(names, states, strict=True)
+    )
+    clients.sort(key=lambda client: client.id)
+    return StandbyState(info, tuple(clients), channels, now)
+
+
+async def _stream_states(
+    conn: NatsConnection, cluster_id: str, names: list[str]
+) -> list[StreamState]:
+    limit = asyncio.Semaphore(CONCURRENT_INFOS)
+
+    async def one(name: str) -> StreamState:
+        async with limit:
+            return await stream_state(conn, stream_name(cluster_id, name))
+
+    return list(await asyncio.gather(*(one(name) for name in names)))
+
+
+class StandbyRefresher:
+    """Reads the cluster's state in the background (``start`` .. ``stop``) and keeps the
+    last reading that worked in :attr:`latest`."""
+
+    def __init__(self, read: Reader, log: StoreLog, interval: float = REFRESH_INTERVAL) -> None:
+        self._read = read
+        self._log = log
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.latest: StandbyState | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        """Stops reading and forgets the state (the node serves from its own now)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.latest = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        failing = False
+        while True:
+            started = loop.time()
+            try:
+                state = await asyncio.wait_for(self._read(), READ_TIMEOUT)
+            except Exception as exc:  # whatever JetStream answered: keep the last reading
+                raise_if_cancelled()
+                if not failing:
+                    self._log.warn(
+                        "Unable to read the cluster's state for monitoring "
+                        f"(the last known is shown): {exc or type(exc).__name__}"
+                    )
+                failing = True
+            else:
+                if failing:
+                    self._log.notice("Reading the cluster's state for monitoring again")
+                failing = False
+                if state is not None:
+                    self.latest = state
+            spent = loop.time() - started
+            await asyncio.sleep(max(self._interval, COST_FACTOR * spent))

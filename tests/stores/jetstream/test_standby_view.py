@@ -1,0 +1,181 @@
+"""The clustered store's standby state (monitoring on a follower) on real nats-servers: a
+standby reads what the lease holder replicated, follows its changes, keeps the last
+reading when JetStream stops answering, and reads nothing once it leads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server.log import Logger
+from stanpkg.stores.base import ClientRecord, ServerInfo, StandbyState, SubRecord
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.standby_view import REFRESH_INTERVAL, read_standby_state
+from stanpkg.stores.jetstream.store import (
+    ClusteredStore,
+    ClusterSettings,
+    ReplicatedSubscriptions,
+)
+from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.endpoint import NatsEndpoint
+from tests.server.conftest import LogCapture, make_plan, new_cluster_id
+from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
+
+
+def _store(cluster_id: str, node: str, log: LogCapture | None = None) -> ClusteredStore:
+    args = ("-st", "file", "-dir", "unused", "-clustered", "-cluster_node_id", node)
+    plan = make_plan(*args, cluster_id=cluster_id)
+    settings = ClusterSettings(cluster_id, node, (), replicas=1, lease_ttl=2.0)
+    logger = Logger(stream=log or LogCapture(), debug=False, trace=False)
+    return ClusteredStore(plan, logger, settings)
+
+
+async def _leader(url: str, cluster_id: str) -> ClusteredStore:
+    store = _store(cluster_id, "a")
+    await store.connect(NatsEndpoint(url))
+    assert await store.acquire_exclusive_lock(lambda _reason: None)
+    assert store.recover() is None
+    store.init(ServerInfo.for_cluster(cluster_id, "_STAN.discover"))
+    return store
+
+
+async def _publish(store: ClusteredStore, channel: str, count: int) -> None:
+    msgs = store.create_channel(channel).msgs
+    first = msgs.last_assigned_sequence + 1
+    stamps = [time.time_ns()] * count
+    records = [
+        pb.MsgProto(sequence=first + i, subject=channel, data=b"x" * 10, timestamp=stamps[i])
+        for i in range(count)
+    ]
+    msgs.store([r.SerializeToString() for r in records], stamps)
+    await msgs.flush()
+
+
+async def _wait_for(
+    store: ClusteredStore, done: Callable[[StandbyState], bool], timeout: float = 15
+) -> StandbyState:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = store.standby_state()
+        if state is not None and done(state):
+            return state
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no such standby state within {timeout} s: {store.standby_state()}")
+
+
+@asynccontextmanager
+async def _standing_by(url: str, cluster_id: str, log: LogCapture) -> AsyncIterator[ClusteredStore]:
+    follower = _store(cluster_id, "b", log)
+    await follower.connect(NatsEndpoint(url))
+    waiting = asyncio.get_running_loop().create_task(
+        follower.acquire_exclusive_lock(lambda _reason: None)
+    )
+    try:
+        yield follower
+    finally:
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        follower.close()
+        await asyncio.sleep(0.2)  # its connections close in the background
+
+
+async def test_a_standby_reads_the_leaders_records_and_streams(jetstream_url: str) -> None:
+    cluster_id = new_cluster_id()
+    leader = await _leader(jetstream_url, cluster_id)
+    try:
+        leader.add_client(ClientRecord("me", "hb.me"))
+        leader.add_client(ClientRecord("gone", "hb.gone"))
+        await _publish(leader, "orders", 5)
+        await _publish(leader, "b.ünïcode", 2)
+        subs = leader.create_channel("orders").subs
+        plain = SubRecord("me", "in.1", "ack.1", max_inflight=10, ack_wait_secs=30)
+        durable = SubRecord("me", "in.2", "ack.2", 2, 5, durable_name="dur", is_durable=True)
+        subs.create(plain)
+        subs.create(durable)
+        subs.record_sent(plain.id, [1, 2, 3])
+        subs.record_ack(plain.id, 2)
+        subs.record_sent(durable.id, [1, 2])
+        leader.delete_client("gone")
+        assert isinstance(subs, ReplicatedSubscriptions)
+        subs.write_changed()  # the lazy replication's step
+        await subs.flush()
+        async with _standing_by(jetstream_url, cluster_id, LogCapture()) as follower:
+            state = await _wait_for(follower, lambda s: len(s.channels) == 2)
+            assert state.info.cluster_id == cluster_id
+            assert [c.id for c in state.clients] == ["me"]
+            assert [c.name for c in state.channels] == ["b.ünïcode", "orders"]
+            orders = state.channels[1]
+            assert (orders.msgs, orders.first_seq, orders.last_seq) == (5, 1, 5)
+            assert orders.bytes > 0
+            assert (state.channels[0].msgs, state.channels[0].last_seq) == (2, 2)
+            got = {
+                s.record.inbox: (s.record.last_sent, s.pending_count) for s in orders.subscriptions
+            }
+            assert got == {"in.1": (3, 2), "in.2": (2, 2)}
+            assert orders.subscriptions[1].record.durable_name == "dur"
+            # Later changes show within a few readings.
+            await _publish(leader, "orders", 3)
+            leader.delete_channel("b.ünïcode")
+            await asyncio.sleep(0.1)
+            state = await _wait_for(follower, lambda s: len(s.channels) == 1)
+            state = await _wait_for(follower, lambda s: s.channels[0].last_seq == 8)
+            assert state.channels[0].msgs == 8
+    finally:
+        leader.close()
+        await asyncio.sleep(0.2)
+
+
+async def test_no_state_before_the_leader_wrote_any(jetstream_url: str) -> None:
+    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="standby-test")
+    conn = await NatsConnection.open(NatsEndpoint(jetstream_url), name="standby-test-streams")
+    try:
+        records = await ReplicatedMap.open(link, f"STAN_{new_cluster_id()}_x", replicas=1)
+        assert await read_standby_state(records, conn, "nobody", 0.0) is None
+    finally:
+        await conn.close()
+        await link.close()
+
+
+@pytest.mark.slow
+async def test_a_standby_keeps_its_last_reading_when_jetstream_is_gone(tmp_path: Path) -> None:
+    started = [start_jetstream_server(tmp_path)]
+    url = started[0][1]
+    cluster_id = new_cluster_id()
+    log = LogCapture()
+    try:
+        leader = await _leader(url, cluster_id)
+        await _publish(leader, "orders", 4)
+        async with _standing_by(url, cluster_id, log) as follower:
+            known = await _wait_for(follower, lambda s: len(s.channels) == 1)
+            stop_nats(started)
+            deadline = time.monotonic() + 40  # a reading gives up after READ_TIMEOUT
+            while "Unable to read the cluster's state" not in log.getvalue():
+                assert time.monotonic() < deadline, log.getvalue()
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(2 * REFRESH_INTERVAL)  # more readings that fail
+            assert follower.standby_state() is known
+            assert log.getvalue().count("Unable to read the cluster's state") == 1
+        leader.close()
+    finally:
+        stop_nats(started)
+
+
+async def test_the_lease_holder_has_no_standby_state(jetstream_url: str) -> None:
+    cluster_id = new_cluster_id()
+    leader = await _leader(jetstream_url, cluster_id)
+    await _publish(leader, "orders", 1)
+    assert leader.standby_state() is None
+    async with _standing_by(jetstream_url, cluster_id, LogCapture()) as follower:
+        await _wait_for(follower, lambda s: len(s.channels) == 1)
+        leader.close()  # releases the lease: the standby takes over and reads no more
+        deadline = time.monotonic() + 15
+        while follower.standby_state() is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert follower.standby_state() is None
