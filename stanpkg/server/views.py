@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from stanpkg.plan.limits import Limits, StoreLimits
+from stanpkg.stores.base import StandbyChannel, StandbyState, StandbySubscription
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel, ChannelRegistry
@@ -144,11 +145,112 @@ def view_channel_subscriptions(channel: Channel) -> list[SubscriptionView]:
     return views
 
 
+def _standby_view(sub: StandbySubscription, offline: bool) -> SubscriptionView:
+    record, pending = sub.record, sub.pending_count
+    return SubscriptionView(
+        record.client_id,
+        record.inbox,
+        record.ack_inbox,
+        record.durable_name,
+        record.qgroup,
+        record.is_durable,
+        offline,
+        record.max_inflight,
+        record.ack_wait_secs,
+        record.last_sent,
+        pending,
+        pending >= record.max_inflight,
+        0,  # redeliveries are the serving node's own
+    )
+
+
+def _standby_channel_subscriptions(
+    channel: StandbyChannel, client_ids: set[str]
+) -> list[SubscriptionView]:
+    """The records as the serving node holds them once recovered (``recovery.rebuild``),
+    in :func:`view_channel_subscriptions`' order; members of gone clients are left out."""
+    online: list[SubscriptionView] = []
+    offline: list[SubscriptionView] = []
+    groups: dict[str, tuple[list[SubscriptionView], list[SubscriptionView]]] = {}
+    for sub in channel.subscriptions:
+        record = sub.record
+        has_client = record.client_id in client_ids
+        if record.qgroup:
+            members, shadows = groups.setdefault(record.qgroup, ([], []))
+            if record.is_durable and not record.client_id:
+                shadows.append(_standby_view(sub, True))
+            elif has_client:
+                members.append(_standby_view(sub, False))
+        elif record.durable_name and (record.is_closed or not has_client):
+            offline.append(_standby_view(sub, True))
+        elif has_client:
+            online.append(_standby_view(sub, False))
+    views = online + offline
+    for members, shadows in groups.values():
+        views.extend(members)
+        views.extend(shadows)
+    return views
+
+
+class _StandbyIndex:
+    """One reading of the serving node's state (:meth:`Store.standby_state`) as the views
+    of a standby node, built once per reading."""
+
+    def __init__(self, state: StandbyState, limits: StoreLimits) -> None:
+        self.state = state
+        client_ids = {client.id for client in state.clients}
+        self.channels: dict[str, tuple[ChannelView, list[SubscriptionView]]] = {}
+        by_client: dict[str, dict[str, list[SubscriptionView]]] = {}
+        for channel in state.channels:
+            subs = _standby_channel_subscriptions(channel, client_ids)
+            view = ChannelView(
+                channel.name,
+                channel.msgs,
+                channel.bytes,
+                channel.first_seq,
+                channel.last_seq,
+                len(subs),
+                limits.for_channel(channel.name),
+            )
+            self.channels[channel.name] = (view, subs)
+            for sub in subs:
+                if not sub.is_offline:
+                    by_client.setdefault(sub.client_id, {}).setdefault(channel.name, []).append(sub)
+        self.clients = {
+            client.id: (
+                ClientView(
+                    client.id,
+                    client.hb_inbox,
+                    sum(len(subs) for subs in by_client.get(client.id, {}).values()),
+                ),
+                by_client.get(client.id, {}),
+            )
+            for client in state.clients
+        }
+
+
 class ServerView:
-    """What monitoring may read of one :class:`StreamingServer`."""
+    """What monitoring may read of one :class:`StreamingServer`.
+
+    A standby node whose store can read the serving node's state (the clustered store's
+    followers) answers with that state, as the reference's followers do; its own
+    counters (messages in and out) stay its own."""
 
     def __init__(self, server: StreamingServer) -> None:
         self._server = server
+        self._standby_index: _StandbyIndex | None = None
+
+    def _standby(self) -> _StandbyIndex | None:
+        server = self._server
+        if not server.standing_by:
+            return None
+        state = server.store.standby_state()
+        if state is None:
+            return None
+        index = self._standby_index
+        if index is None or index.state is not state:
+            index = self._standby_index = _StandbyIndex(state, server.plan.store_limits)
+        return index
 
     # -- identity and state ---------------------------------------------------------
 
@@ -158,6 +260,9 @@ class ServerView:
 
     @property
     def cluster_id(self) -> str:
+        standby = self._standby()
+        if standby is not None:
+            return standby.state.info.cluster_id
         # As the reference: a standby has not read the store's server info yet.
         return "" if self._server.standing_by else self._server.info.cluster_id
 
@@ -172,7 +277,8 @@ class ServerView:
 
     @property
     def node_id(self) -> str:
-        return self._server.info.node_id if self._server.plan.cluster.clustered else ""
+        cluster = self._server.plan.cluster
+        return cluster.node_id if cluster.clustered else ""
 
     @property
     def start_time_ns(self) -> int:
@@ -199,15 +305,26 @@ class ServerView:
 
     def channel_names(self) -> list[str]:
         """Sorted byte-wise (code point order is UTF-8 byte order)."""
+        standby = self._standby()
+        if standby is not None:
+            return list(standby.channels)  # read sorted
         registry = self._registry()
         return sorted(registry.channels) if registry is not None else []
 
     def channel(self, name: str) -> ChannelView | None:
+        standby = self._standby()
+        if standby is not None:
+            found = standby.channels.get(name)
+            return found[0] if found is not None else None
         registry = self._registry()
         channel = registry.get(name) if registry is not None else None
         return view_channel(channel) if channel is not None else None
 
     def channel_subscriptions(self, name: str) -> list[SubscriptionView]:
+        standby = self._standby()
+        if standby is not None:
+            found = standby.channels.get(name)
+            return list(found[1]) if found is not None else []
         registry = self._registry()
         channel = registry.get(name) if registry is not None else None
         return view_channel_subscriptions(channel) if channel is not None else []
@@ -215,9 +332,16 @@ class ServerView:
     # -- clients --------------------------------------------------------------------
 
     def client_ids(self) -> list[str]:
+        standby = self._standby()
+        if standby is not None:
+            return list(standby.clients)  # read sorted
         return sorted(self._server.clients.by_id)
 
     def client(self, client_id: str) -> ClientView | None:
+        standby = self._standby()
+        if standby is not None:
+            found = standby.clients.get(client_id)
+            return found[0] if found is not None else None
         client = self._server.clients.get(client_id)
         if client is None:
             return None
@@ -225,6 +349,10 @@ class ServerView:
 
     def client_subscriptions(self, client_id: str) -> dict[str, list[SubscriptionView]]:
         """Channel name → the client's subscriptions on it, in the client's order."""
+        standby = self._standby()
+        if standby is not None:
+            found = standby.clients.get(client_id)
+            return {name: list(subs) for name, subs in found[1].items()} if found else {}
         client = self._server.clients.get(client_id)
         by_channel: dict[str, list[SubscriptionView]] = {}
         if client is not None:
@@ -239,6 +367,11 @@ class ServerView:
         """Server-wide counts; summed over ``channels`` when the caller has just viewed
         every channel (saves a second walk), else over the registry."""
         server = self._server
+        standby = self._standby()
+        clients = len(server.clients)
+        if standby is not None:
+            clients = len(standby.clients)
+            channels = [view for view, _ in standby.channels.values()]
         if channels is not None:
             count = len(channels)
             msgs = sum(channel.msgs for channel in channels)
@@ -257,7 +390,7 @@ class ServerView:
         delivery = getattr(server, "delivery", None)
         stats = delivery.stats if delivery is not None else None
         return ServerTotals(
-            clients=len(server.clients),
+            clients=clients,
             subscriptions=subs,
             channels=count,
             total_msgs=msgs,
