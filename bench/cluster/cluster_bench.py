@@ -78,25 +78,34 @@ def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str,
     return parse_rates(out)
 
 
+def servers() -> tuple[Path, dict[str, list[str]]] | None:
+    """The reference's directory and the commands of both servers (None, with a hint,
+    when STANPKG_REFERENCE_DIR does not hold the reference's binaries)."""
+    reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
+    if not (reference / "stanbench").exists():
+        print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
+        return None
+    return reference, {
+        "stanpkg": [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"],
+        "go": [str(reference / "nats-streaming-server")],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("-n", "--count", type=int, default=50000)
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
     args = parser.parse_args()
-    reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
-    if not (reference / "stanbench").exists():
-        print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
+    found = servers()
+    if found is None:
         return 2
-    servers = {
-        "stanpkg": [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"],
-        "go": [str(reference / "nats-streaming-server")],
-    }
+    reference, servers_ = found
     results: dict[tuple[str, str], list[float]] = {}
     for round_no in range(args.rounds):
-        names = list(servers) if round_no % 2 == 0 else list(servers)[::-1]
+        names = list(servers_) if round_no % 2 == 0 else list(servers_)[::-1]
         for name in names:
-            rates = run_once(servers[name], reference / "stanbench", args.count, args.mpa)
+            rates = run_once(servers_[name], reference / "stanbench", args.count, args.mpa)
             print(json.dumps({"round": round_no, "server": name, **rates}), flush=True)
             for key, value in rates.items():
                 results.setdefault((name, key), []).append(value)

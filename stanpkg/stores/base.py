@@ -441,6 +441,11 @@ class Store(ABC):
         StoreError for any other failure, or when the store cannot be shared."""
         raise StoreError(FT_STORES_ONLY)
 
+    async def remove_cluster_node(self, node_id: str) -> None:
+        """Clustered mode: move the replicas this store keeps on node ``node_id`` to
+        the cluster's other servers (StoreError when that cannot be done)."""
+        raise StoreError("this store is not replicated")
+
 
 class BaseStore(Store):
     """Channel bookkeeping and the ``max_channels`` limit, shared by implementations."""

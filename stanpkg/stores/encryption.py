@@ -317,3 +317,6 @@ class EncryptingStore(Store):
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         return await self.inner.acquire_exclusive_lock(on_lost)
+
+    async def remove_cluster_node(self, node_id: str) -> None:
+        await self.inner.remove_cluster_node(node_id)

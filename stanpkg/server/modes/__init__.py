@@ -26,7 +26,12 @@ def mode_for(plan: Plan) -> ServingMode:
     """The mode the plan asks for."""
     if plan.cluster.clustered:
         cluster = plan.cluster
-        return Clustered(cluster.node_id, cluster.log_path, cluster.peers)
+        return Clustered(
+            cluster.node_id,
+            cluster.log_path,
+            cluster.peers,
+            allow_add_remove_node=cluster.allow_add_remove_node,
+        )
     if plan.ft_group:
         return FaultTolerant()
     # Partitioned servers share a cluster ID by design: no probe for a twin.

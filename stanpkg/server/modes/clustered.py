@@ -7,6 +7,9 @@ cluster lines and the store limits first, then, once this node leads, the promot
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from typing import TYPE_CHECKING
 
 from stanpkg.server.errors import StartupError
@@ -17,7 +20,7 @@ from stanpkg.transport.errors import NatsError
 if TYPE_CHECKING:
     from stanpkg.server.server import StreamingServer
 
-__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "node_subject"]
+__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject", "node_subject"]
 
 NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
 
@@ -27,13 +30,28 @@ def node_subject(cluster_id: str, node_id: str) -> str:
     return f"_STAN.node.{cluster_id}.{node_id}"
 
 
+def membership_subject(cluster_id: str, action: str) -> str:
+    """The reference's runtime membership requests (``add`` or ``remove``, payload: the
+    node ID), answered by the serving node when ``allow_add_remove_node`` is set."""
+    return f"_STAN.raft.{cluster_id}.node.{action}"
+
+
 class Clustered(ServingMode):
-    def __init__(self, node_id: str, log_path: str, peers: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        log_path: str,
+        peers: tuple[str, ...],
+        *,
+        allow_add_remove_node: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.log_path = log_path
         self.peers = peers
+        self.allow_add_remove_node = allow_add_remove_node
         self._leading = False
         self._sid: int | None = None
+        self._requests: set[asyncio.Task[None]] = set()
 
     @property
     def state_name(self) -> str:
@@ -71,6 +89,8 @@ class Clustered(ServingMode):
 
     async def stop(self) -> None:
         self._sid = None  # the server's connection closes with it
+        for task in self._requests:
+            task.cancel()
 
     async def before_listening(self, server: StreamingServer) -> None:
         log = server.log
@@ -92,4 +112,58 @@ class Clustered(ServingMode):
         self._leading = True
         log.notice("server became leader, performing leader promotion actions")
         server.recover_state(quiet=True)
+        if self.allow_add_remove_node:
+            self._answer_membership_requests(server)
         log.notice("finished leader promotion actions")
+
+    # -- membership requests (allow_add_remove_node) ------------------------------------
+
+    def _answer_membership_requests(self, server: StreamingServer) -> None:
+        conn, cluster_id = server.conn, server.plan.cluster_id
+        for action in ("add", "remove"):
+
+            def on_request(_subject: str, reply: str, data: bytes, action: str = action) -> None:
+                task = asyncio.get_running_loop().create_task(
+                    self._membership(server, action, data.decode(errors="replace"), reply)
+                )
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+
+            conn.subscribe(membership_subject(cluster_id, action), on_request)
+
+    async def _membership(
+        self, server: StreamingServer, action: str, node: str, reply: str
+    ) -> None:
+        verb = "adding" if action == "add" else "removing"
+        server.log.notice(f"Request to {action} cluster node {node!r}")
+        try:
+            if not node:
+                raise StoreError("invalid node ID")
+            if action == "add":
+                await self._check_running(server, node)
+            elif node != self.node_id:
+                await server.store.remove_cluster_node(node)
+        except StoreError as exc:
+            server.log.error(f'Error {verb} node "{node}": {exc}')
+            answer = f'-ERR {verb} node "{node}": {exc}'
+        else:
+            answer = "+OK"
+        if reply:
+            server.conn.publish(reply, answer.encode())
+            server.conn.write_now()
+        if action == "remove" and node == self.node_id and answer == "+OK":
+            # The reference's leader removed from the cluster steps down and exits 0:
+            # a stop as by SIGTERM releases the lease to a standby at once.
+            server.log.notice("This node was removed from the cluster: shutting down")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    async def _check_running(self, server: StreamingServer, node: str) -> None:
+        """A JetStream server joins by its routes; the node must be up to count."""
+        try:
+            await server.conn.request(
+                node_subject(server.plan.cluster_id, node), b"", NODE_PROBE_TIMEOUT
+            )
+        except (NatsError, TimeoutError):
+            raise StoreError(
+                "no node with this ID is running (start it with the cluster's routes first)"
+            ) from None

@@ -52,6 +52,7 @@ from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
 from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
+from stanpkg.stores.jetstream.streams import remove_stream_peer, stream_replicas
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.stores.records import (
     client_from_proto,
@@ -222,6 +223,21 @@ class ClusteredStore(Store):
         if not self._leading or self._state is None:
             raise StoreError("this node does not lead the cluster")
         return self._state
+
+    async def remove_cluster_node(self, node_id: str) -> None:
+        """Move the replicas node ``node_id`` holds (channels, records, the lease) to the
+        cluster's other JetStream servers: JetStream needs a server without a replica of
+        each stream to move it to, so the replacement node is started first."""
+        self._require_leading()
+        conn, bucket = self._require_conn(), self.settings.bucket
+        streams = [f"KV_{bucket}", f"KV_{bucket}_lease"]
+        for channel in self._channels.values():
+            msgs = channel.msgs
+            assert isinstance(msgs, ReplicatedMessages)
+            streams.append(msgs.stream.name)
+        for stream in streams:
+            if node_id in await stream_replicas(conn, stream):
+                await remove_stream_peer(conn, stream, node_id)
 
     # -- loading (promotion) ------------------------------------------------------------
 

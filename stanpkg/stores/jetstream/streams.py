@@ -54,8 +54,10 @@ __all__ = [
     "ensure_stream",
     "from_stream_message",
     "read_range",
+    "remove_stream_peer",
     "stream_config",
     "stream_name",
+    "stream_replicas",
     "stream_state",
     "stream_subject",
     "to_stream_message",
@@ -573,6 +575,25 @@ async def ensure_stream(conn: NatsConnection, config: dict[str, Any]) -> StreamS
     if "error" in answer:
         raise _failure(f"create stream {name}", answer)
     return _state(answer)
+
+
+async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
+    """The JetStream servers (names) holding a replica of the stream, leader first."""
+    answer = await _api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise _failure(f"read stream {stream}", answer)
+    cluster = answer.get("cluster", {})
+    names = [cluster["leader"]] if cluster.get("leader") else []
+    return names + [str(peer.get("name", "")) for peer in cluster.get("replicas", ())]
+
+
+async def remove_stream_peer(conn: NatsConnection, stream: str, server: str) -> None:
+    """Move the stream's replica off JetStream server ``server`` (to a server that has
+    none; StoreError when there is no such server)."""
+    request = {"peer": server}
+    answer = await _api(conn, f"STREAM.PEER.REMOVE.{stream}", request)
+    if "error" in answer:
+        raise _failure(f"move the replica of {stream} off {server}", answer)
 
 
 async def delete_stream(conn: NatsConnection, name: str) -> None:
