@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from stanpkg.pipeline import archive
 from stanpkg.pipeline.export import FORMATS, ExportRequest, prepare_export, run_export
 from stanpkg.pipeline.options import OptionError
+from stanpkg.pipeline.progress import DEFAULT_INTERVAL
 from stanpkg.pipeline.session import DEFAULT_MASTER
 from stanpkg.pipeline.state import open_state_store
 from stanpkg.stores.file.format import FileStoreError
@@ -55,6 +56,14 @@ def _export_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--permissive", action="store_true", help="skip damaged records instead of failing"
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, a progress line this often (default: "
+        f"{DEFAULT_INTERVAL:g}; 0: none); on a terminal Spark shows its progress bar",
     )
     return parser
 
@@ -106,7 +115,8 @@ def export_main(argv: list[str]) -> int:
             return EXIT_OK
         if spark is None:
             spark, created = _session(args.master, interactive)
-        result = run_export(spark, job, store, progress)
+        every = 0.0 if interactive else args.progress_every
+        result = run_export(spark, job, store, progress, progress_every=every)
     except (OptionError, FileStoreError, ValueError, OSError) as exc:
         print(f"stanpkg export: {exc}", file=sys.stderr)
         return EXIT_FAILED

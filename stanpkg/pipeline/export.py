@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING
 
 from stanpkg.pipeline.options import ReadOptions
 from stanpkg.pipeline.planning import plan_read
+from stanpkg.pipeline.progress import PeriodicProgress, slices_done
 from stanpkg.pipeline.state import ExportState, StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from stanpkg.pipeline.source import ReadMetrics
 
 __all__ = ["FORMATS", "ExportJob", "ExportRequest", "ExportResult", "prepare_export", "run_export"]
 
@@ -145,9 +148,16 @@ def _after_state(options: ReadOptions, state: ExportState) -> ReadOptions:
 
 
 def run_export(
-    spark: SparkSession, job: ExportJob, store: StateStore, progress: Progress
+    spark: SparkSession,
+    job: ExportJob,
+    store: StateStore,
+    progress: Progress,
+    *,
+    progress_every: float = 0.0,
 ) -> ExportResult:
-    """Read, write and commit the planned run; the state is saved after the data."""
+    """Read, write and commit the planned run; the state is saved after the data.
+    ``progress_every`` > 0: a progress line that often while Spark works (for logs, where
+    Spark's console bar is not shown)."""
     from stanpkg.pipeline.source import register
 
     request = job.request
@@ -163,9 +173,11 @@ def run_export(
         f"exporting up to {job.max_messages:,} messages of {len(job.ranges)} channel(s) "
         f"from {job.slices} slice(s) to {request.out} ({request.format})"
     )
-    _writable(frame, request.format).write.mode("append").partitionBy("channel", "date").format(
-        request.format
-    ).save(request.out)
+    describe = _progress_line(spark, job, registration.metrics, before[0])
+    with PeriodicProgress(progress, describe, progress_every):
+        _writable(frame, request.format).write.mode("append").partitionBy("channel", "date").format(
+            request.format
+        ).save(request.out)
     seconds = time.monotonic() - started
     after = registration.metrics.snapshot() if registration.metrics else before
 
@@ -181,6 +193,21 @@ def run_export(
         bad_records=after[2] - before[2],
         channels=len(job.ranges),
     )
+
+
+def _progress_line(
+    spark: SparkSession, job: ExportJob, metrics: ReadMetrics | None, before: int
+) -> Callable[[], str]:
+    context = getattr(spark, "sparkContext", None)  # absent with Spark Connect
+
+    def describe() -> str:
+        done, total = slices_done(context)
+        read = metrics.snapshot()[0] - before if metrics is not None else 0
+        share = f" ({100 * read // job.max_messages}%)" if job.max_messages else ""
+        slices = f", {done}/{total} slice(s) done" if total else ""
+        return f"progress: {read:,} of up to {job.max_messages:,} messages read{share}{slices}"
+
+    return describe
 
 
 def _writable(frame: DataFrame, fmt: str) -> DataFrame:
