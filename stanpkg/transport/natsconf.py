@@ -41,6 +41,8 @@ class EmbeddedNatsConfig:
     jetstream_dir: str = ""
     jetstream_sync_always: bool = False  # fsync every write (cluster.sync)
 
+JETSTREAM_MAX_FILE_STORE = 1 << 50  # 1 PiB: no reservation ever refused
+
 
 def quote(value: str) -> str:
     """A double-quoted NATS config string."""
@@ -103,6 +105,11 @@ def render_config(config: EmbeddedNatsConfig, *, ports_file_dir: str = "") -> st
     if config.jetstream_dir:
         lines.append("jetstream {")
         lines.append(f"  store_dir: {quote(config.jetstream_dir)}")
+        # A channel's max_bytes is a limit, not a reservation (the Go server reserves
+        # nothing); JetStream counts every stream's max_bytes against max_file_store, and
+        # its default (75 % of the free disk) stopped a cluster with the default 1 GB per
+        # channel at a few dozen channels. The disk itself stays the limit.
+        lines.append(f"  max_file_store: {JETSTREAM_MAX_FILE_STORE}")
         if config.jetstream_sync_always:
             lines.append("  sync_interval: always")
         lines.append("}")

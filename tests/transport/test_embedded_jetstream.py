@@ -229,6 +229,29 @@ async def test_without_a_log_path_jetstream_uses_cluster_id_slash_node_id(
     assert (tmp_path / "js-test" / "n1" / "jetstream").is_dir()
 
 
+@pytest.mark.slow
+async def test_channel_byte_limits_reserve_no_storage(tmp_path: Path) -> None:
+    """Each channel's max_bytes (976.56 MB by default) is a stream limit that clustered
+    JetStream counts against its storage when it places a stream; left at its default
+    (75 % of the free disk), a cluster refused new channels after a few dozen ("no
+    suitable peers for placement, insufficient storage")."""
+    plans = node_plans_from_flags(tmp_path)
+    limit = plans[0].store_limits.defaults.max_bytes
+    async with embedded(plans) as servers, connected(servers[0]) as nc:
+        js = nc.jetstream(timeout=10.0)
+        await until_ready(js.account_info)
+        for n in range(150):  # 150 x 3 x 1 GB: far beyond this machine's disk
+            await until_ready(
+                functools.partial(
+                    js.add_stream,
+                    name=f"C{n}",
+                    subjects=[f"c.{n}"],
+                    max_bytes=limit,
+                    num_replicas=3,
+                )
+            )
+
+
 async def test_a_non_clustered_plan_has_no_jetstream(tmp_path: Path) -> None:
     port = free_port()
     plan = make_plan(
