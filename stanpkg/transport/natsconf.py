@@ -41,6 +41,7 @@ class EmbeddedNatsConfig:
     jetstream_dir: str = ""
     jetstream_sync_always: bool = False  # fsync every write (cluster.sync)
 
+
 JETSTREAM_MAX_FILE_STORE = 1 << 50  # 1 PiB: no reservation ever refused
 
 
