@@ -88,6 +88,20 @@ def run(plan: Plan) -> int:
         log.close()
 
 
+_DEBUG_LEVEL = "[DBG] "
+
+
+def _raft_debug_only(plan: Plan) -> bool:
+    """The reference's ``raft_logging`` shows its Raft library's lines; a clustered node
+    on JetStream shows the embedded nats-server's Raft and JetStream debug lines."""
+    cluster = plan.cluster
+    return cluster.clustered and cluster.raft_logging and not plan.nats_server.debug
+
+
+def _is_raft_line(line: str) -> bool:
+    return "RAFT" in line or "JetStream" in line
+
+
 def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
     """The embedded nats-server for ``plan``; a clustered node's runs JetStream (its
     state in the cluster log path, its name the node ID), and its NATS cluster needs a
@@ -115,7 +129,7 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
         routes=ns.routes,
         cluster_listen=ns.cluster_listen,
         cluster_name=cluster_name,
-        debug=ns.debug,
+        debug=ns.debug or _raft_debug_only(plan),
         trace=ns.trace,
         passthrough=ns.passthrough,
         server_name=cluster.node_id if clustered else "",
@@ -206,6 +220,8 @@ class _Node:
         self.done: asyncio.Future[int]
         self._nats_ready = asyncio.Event()
         self._log_path_lock: object | None = None
+        # raft_logging: the embedded nats-server's debug lines, of its Raft groups only.
+        self._raft_debug_only = _raft_debug_only(plan)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -294,6 +310,8 @@ class _Node:
         notify("READY=1", "STATUS=Standing by (fault-tolerant group)")
 
     def _nats_log(self, line: str) -> None:
+        if self._raft_debug_only and _DEBUG_LEVEL in line and not _is_raft_line(line):
+            return  # raft_logging asked for JetStream's Raft lines, not all of NATS's
         if line.endswith("Server is ready"):
             self._nats_ready.set()
         if self.monitor is not None and _MONITOR_LINE in line:

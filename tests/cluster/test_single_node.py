@@ -206,3 +206,17 @@ async def test_a_resend_after_a_takeover_is_acknowledged_not_stored_again(
     ]
     await sub.assert_nothing(0.5)
     await client.close()
+
+
+async def test_raft_logging_shows_jetstreams_raft_lines_only(cluster: Cluster) -> None:
+    """The reference's raft_logging shows its Raft library's lines: here the embedded
+    nats-server's Raft and JetStream debug lines, without its other debug lines."""
+    node = cluster.start("r", [*bootstrap("r"), "-cluster_raft_logging"])
+    node.wait_for(READY)
+    await publish(node.url, cluster.cluster_id, "orders", 5)
+    debug = [line for line in node.log().splitlines() if "[DBG]" in line]
+    assert any("JetStream" in line for line in debug), node.log()  # one node: no Raft
+    assert all("RAFT" in line or "JetStream" in line for line in debug), debug
+    quiet = cluster.start("q", bootstrap("q"))
+    quiet.wait_for(READY)
+    assert "[DBG]" not in quiet.log()
