@@ -16,8 +16,6 @@ import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.jetstream.channel_streams import stream_name
-from stanpkg.stores.jetstream.store import ClusterSettings
 from tests.cluster.conftest import LEADER, READY, Cluster, Node, three_node_args
 from tests.server.conftest import node_modules  # noqa: F401 - fixture
 from tests.server.stan_client import StanClient, StanError
@@ -268,29 +266,3 @@ async def test_three_nodes_from_config_files(cluster: Cluster) -> None:
         f"m{i}".encode() for i in range(10)
     ]
     await client.close()
-
-
-async def test_stream_leaders_move_to_the_serving_node(cluster: Cluster) -> None:
-    """Writes to a stream led on another node cross routes twice more: the serving node
-    brings its streams' leaders to its own JetStream server."""
-    nodes = start_three(cluster)
-    leader = leader_of(nodes)
-    cid = cluster.cluster_id
-    client = await StanClient.connect(leader.url, cid, "p")
-    for name in ("orders", "audit", "events"):
-        await client.publish(name, b"x")
-    await client.close()
-    streams = [stream_name(cid, name) for name in ("orders", "audit", "events")]
-    streams.append(f"KV_{ClusterSettings(cid, leader.name, (), 3, 4.0).bucket}")
-    nc = await nats.connect(leader.url)
-    try:
-        js = nc.jetstream()
-        deadline = time.monotonic() + 60
-        while True:
-            leaders = {s: (await js.stream_info(s)).cluster.leader for s in streams}  # type: ignore[union-attr]
-            if set(leaders.values()) == {leader.name}:
-                break
-            assert time.monotonic() < deadline, (leader.name, leaders)
-            await asyncio.sleep(1)
-    finally:
-        await nc.close()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,11 +52,7 @@ from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
 from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
-from stanpkg.stores.jetstream.streams import (
-    ask_leader_move,
-    remove_stream_peer,
-    stream_replicas,
-)
+from stanpkg.stores.jetstream.streams import remove_stream_peer, stream_replicas
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.stores.records import (
     client_from_proto,
@@ -82,9 +77,6 @@ LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the 
 PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
 PROMOTION_TIMEOUT = 60.0  # to load the state once the lease is held
 RETRY_INTERVAL = 0.5
-LEADER_PLACEMENT_INTERVAL = 5.0  # seconds between rounds of bringing stream leaders here
-LEADER_MOVES_PER_ROUND = 16  # elections asked for at once: a few, not a storm
-LEADER_RECHECK_ROUNDS = 12  # every minute, streams settled before are looked at again
 SERVER_KEY = kv_key("server")
 
 
@@ -141,7 +133,6 @@ class ClusteredStore(Store):
         self._lease: Lease | None = None
         self._on_lost: Callable[[str], None] | None = None
         self._lazy: asyncio.Task[None] | None = None
-        self._placing: asyncio.Task[None] | None = None
         self._pending_flush: asyncio.Task[None] | None = None
         self._closing = False
         self._writer_id = ""
@@ -190,9 +181,7 @@ class ClusteredStore(Store):
         except BaseException:
             self._leading = False
             raise
-        loop = asyncio.get_running_loop()
-        self._lazy = loop.create_task(self._replicate_lazily())
-        self._placing = loop.create_task(self._place_leaders())
+        self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
         return True
 
     async def _open_state(self) -> ReplicatedMap:
@@ -408,7 +397,7 @@ class ClusteredStore(Store):
         self._channels.clear()
         if self._standby is not None:
             self._standby.stop()
-        for task in (self._lazy, self._placing, self._pending_flush):
+        for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()
         if self._lease is not None or self._link is not None or self._conn is not None:
@@ -465,34 +454,6 @@ class ClusteredStore(Store):
             subs.write_changed()
         if self._state is not None:
             await self._state.flush()
-
-    async def _place_leaders(self) -> None:
-        """Bring the leaders of the channels' streams (and of the records) to this node's
-        JetStream server, a few at a time: a write to a stream led elsewhere crosses a
-        route twice more before its answer (the reference's leader has its whole log
-        here). On an external JetStream this node is no JetStream server: nothing to do."""
-        conn, me = self._require_conn(), self.settings.node_id
-        settled: set[str] = set()  # led here, or not replicated here
-        for rounds in itertools.count():
-            await asyncio.sleep(LEADER_PLACEMENT_INTERVAL)
-            if rounds % LEADER_RECHECK_ROUNDS == 0:
-                settled.clear()  # leaders move when nodes restart
-            streams = [f"KV_{self.settings.bucket}"]
-            for channel in list(self._channels.values()):
-                msgs = channel.msgs
-                assert isinstance(msgs, ReplicatedMessages)
-                streams.append(msgs.stream.name)
-            moves = 0
-            for stream in streams:
-                if stream in settled or moves >= LEADER_MOVES_PER_ROUND:
-                    continue
-                with contextlib.suppress(StoreError):
-                    servers = await stream_replicas(conn, stream)
-                    if me not in servers or servers[0] == me:
-                        settled.add(stream)
-                        continue
-                    moves += 1
-                    await ask_leader_move(conn, stream, me)
 
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]

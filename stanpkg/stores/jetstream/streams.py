@@ -49,7 +49,6 @@ __all__ = [
     "StreamWriter",
     "WriteResult",
     "WriteRound",
-    "ask_leader_move",
     "batch_headers",
     "delete_stream",
     "ensure_stream",
@@ -586,15 +585,6 @@ async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
     cluster = answer.get("cluster", {})
     names = [cluster["leader"]] if cluster.get("leader") else []
     return names + [str(peer.get("name", "")) for peer in cluster.get("replicas", ())]
-
-
-async def ask_leader_move(conn: NatsConnection, stream: str, server: str) -> None:
-    """Ask the stream's leader to hand over to the replica on JetStream server
-    ``server`` (the election follows; StoreError when JetStream refuses)."""
-    request = {"placement": {"preferred": server}}
-    answer = await _api(conn, f"STREAM.LEADER.STEPDOWN.{stream}", request)
-    if "error" in answer:
-        raise _failure(f"move the leader of {stream} to {server}", answer)
 
 
 async def remove_stream_peer(conn: NatsConnection, stream: str, server: str) -> None:
