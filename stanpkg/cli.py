@@ -210,7 +210,14 @@ def check_embedded_nats(plan: Plan) -> list[Diagnostic]:
         problems = check_config(generated, name)
     except NatsServerNotFoundError as exc:
         return [warning(f"NATS server options not checked: {exc}", where=where, code="nats")]
-    return [nats_problem(p, generated, name, plan.nats_server) for p in problems]
+    found = [nats_problem(p, generated, name, plan.nats_server) for p in problems]
+    # nats-server walks its configuration map in no fixed order: report in file order.
+    return sorted(found, key=_file_order)
+
+
+def _file_order(diagnostic: Diagnostic) -> tuple[str, int, int]:
+    pos = diagnostic.pos
+    return (pos.file, pos.line, pos.col) if pos is not None else ("", 0, 0)
 
 
 def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:
