@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -19,6 +20,7 @@ from stanpkg.plan.usage import usage_text
 from stanpkg.server.identity import version_text
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by the signal reports
 
 COMMANDS_HELP = """\
 Usage: stanpkg COMMAND [options]
@@ -299,7 +301,16 @@ def cmd_archive_slice(argv: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # `stanpkg limits | head`: the reader left, which is not an error of ours. Point stdout
+        # at /dev/null so that the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(COMMANDS_HELP, end="")
         return EXIT_OK if args else EXIT_USAGE
