@@ -36,6 +36,7 @@ Commands:
     bench [bench flags]            Load generator (like stan-bench)
     export --dir D --out P [...]   Export stored messages with Spark (Parquet, JSON, CSV)
     archive-slice CH DAT IDX       Archive a slice the FILE store discards (slice_archive_script)
+    migrate --config C --nats URL  Copy a standalone store into a cluster's JetStream
     version                        Print the version
 
 Run 'stanpkg run --help' for the server flags, 'stanpkg COMMAND --help' for a command.
@@ -300,6 +301,12 @@ def cmd_archive_slice(argv: list[str]) -> int:
     return int(archive_slice_main(argv))
 
 
+def cmd_migrate(argv: list[str]) -> int:
+    from stanpkg.migrate.cli import migrate_main
+
+    return int(migrate_main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
@@ -330,6 +337,8 @@ def _dispatch(args: list[str]) -> int:
             return cmd_export(rest)
         case "archive-slice":
             return cmd_archive_slice(rest)
+        case "migrate":
+            return cmd_migrate(rest)
         case "version" | "--version" | "-v":
             print(version_text())
             return EXIT_OK

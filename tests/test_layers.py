@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "control": 7,
     "cli": 7,
     "pipeline": 7,
+    "migrate": 7,
     "bench": 7,
     "__init__": 7,
     "__main__": 7,
@@ -36,6 +37,8 @@ SAME_LAYER: set[tuple[str, str]] = {
     ("cli", "control"),
     ("cli", "pipeline"),
     ("cli", "bench"),
+    ("cli", "migrate"),
+    ("migrate", "pipeline"),  # the channel selector of export
 }
 # The monitor reads the server only through its read-only view (plus the shared log and
 # startup error types), never the server's internals.
@@ -50,6 +53,7 @@ ENVIRONMENT_READERS = {
     "stanpkg.pipeline.options",
     "stanpkg.pipeline.archive_layout",
     "stanpkg.pipeline.session",
+    "stanpkg.migrate.cli",
     "stanpkg.server.sd_notify",
     "stanpkg.transport.embedded",
 }

@@ -62,13 +62,23 @@ class ChannelStream:
     """Writing and reading one channel's stream."""
 
     def __init__(
-        self, conn: NatsConnection, cluster_id: str, channel: str, limits: Limits, replicas: int
+        self,
+        conn: NatsConnection,
+        cluster_id: str,
+        channel: str,
+        limits: Limits,
+        replicas: int,
+        *,
+        first_seq: int = 1,
     ) -> None:
         self._conn = conn
         self.channel = channel
         self.name = stream_name(cluster_id, channel)
         self.subject = stream_subject(cluster_id, channel)
-        self._config = stream_config(cluster_id, channel, limits, replicas=replicas)
+        # first_seq: where a new stream starts (a migrated channel keeps its sequences)
+        self._config = stream_config(
+            cluster_id, channel, limits, replicas=replicas, first_seq=first_seq
+        )
         self._writer = StreamWriter(conn, subject=self.subject, last_sequence=0)
         self.writer_id = ""  # unique per leadership: set by the store at promotion
         self._atomic = False  # the stream takes atomic batches

@@ -52,7 +52,9 @@ __all__ = [
     "batch_headers",
     "delete_stream",
     "ensure_stream",
+    "find_stream_state",
     "from_stream_message",
+    "purge_stream_to",
     "read_range",
     "remove_stream_peer",
     "stream_config",
@@ -558,6 +560,24 @@ async def stream_state(conn: NatsConnection, stream: str) -> StreamState:
     if "error" in answer:
         raise _failure(f"read the state of stream {stream}", answer)
     return _state(answer)
+
+
+async def find_stream_state(conn: NatsConnection, stream: str) -> StreamState | None:
+    """The stream's state; None when there is no such stream."""
+    answer = await _api(conn, f"STREAM.INFO.{stream}", None)
+    error = answer.get("error")
+    if error and error.get("err_code") == STREAM_NOT_FOUND:
+        return None
+    if error:
+        raise _failure(f"read the state of stream {stream}", answer)
+    return _state(answer)
+
+
+async def purge_stream_to(conn: NatsConnection, stream: str, first_seq: int) -> None:
+    """Remove every message below ``first_seq``; an empty stream then starts at it."""
+    answer = await _api(conn, f"STREAM.PURGE.{stream}", {"seq": first_seq})
+    if "error" in answer:
+        raise _failure(f"purge stream {stream} up to {first_seq}", answer)
 
 
 async def ensure_stream(conn: NatsConnection, config: dict[str, Any]) -> StreamState:

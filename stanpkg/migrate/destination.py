@@ -1,0 +1,258 @@
+"""The destination: a JetStream in the layout of stanpkg's clustered mode, written with the
+clustered store's own parts — a ``ChannelStream`` per channel (STAN sequence = stream
+sequence, each write expecting its predecessor, so nothing is ever stored twice) and the
+``ReplicatedMap`` of server info, clients, channels and subscriptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from stanpkg.plan.limits import Limits
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
+from stanpkg.stores.jetstream.channel_streams import ChannelStream
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.store import MAX_REPLICAS, SERVER_KEY, ClusterSettings
+from stanpkg.stores.jetstream.streams import (
+    StreamState,
+    find_stream_state,
+    from_stream_message,
+    purge_stream_to,
+    read_range,
+    stream_name,
+)
+from stanpkg.stores.records import client_to_proto, server_info_to_proto, sub_to_proto
+from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.endpoint import NatsEndpoint
+from stanpkg.transport.errors import NatsError
+from stanpkg.transport.nuid import next_nuid
+
+__all__ = ["Destination", "DestinationError", "Plan", "Step", "migrated_id"]
+
+READY_TIMEOUT = 30.0  # for JetStream to answer (a cluster electing its meta leader)
+
+
+class DestinationError(Exception):
+    """The destination refused the migration (or cannot be reached)."""
+
+
+class Step(Enum):
+    CREATE = "create"  # no stream yet
+    RESUME = "resume"  # a stream holding the source's first messages: continue after them
+    DONE = "done"  # holds every message already
+    CONFLICT = "conflict"  # holds another channel of the same name
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What migrating one channel does: ``next_seq`` is the first sequence to write."""
+
+    step: Step
+    next_seq: int
+    stream: StreamState | None
+    reason: str = ""
+
+
+def migrated_id(sequence: int) -> str:
+    """The Nats-Msg-Id of a migrated message (a publish ID of its own kind: never a NUID)."""
+    return f"stan-migrate-{sequence}"
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as compared on both sides."""
+
+    sequence: int
+    reply: str
+    timestamp: int
+    data: bytes
+
+
+class Destination:
+    """One migration's connections to the destination JetStream."""
+
+    def __init__(
+        self, link: JetStreamLink, conn: NatsConnection, cluster_id: str, replicas: int
+    ) -> None:
+        self._link = link
+        self._conn = conn
+        self.cluster_id = cluster_id
+        self.replicas = replicas
+        self.settings = ClusterSettings(cluster_id, "", (), replicas, 0.0)
+        self._state: ReplicatedMap | None = None
+        self._writer_id = f"migrate-{next_nuid()}"
+
+    @classmethod
+    async def open(
+        cls, endpoint: NatsEndpoint, cluster_id: str, replicas: int | None
+    ) -> Destination:
+        try:
+            link = await JetStreamLink.open(endpoint, name="stanpkg-migrate")
+        except StoreError as exc:
+            raise DestinationError(str(exc)) from exc
+        try:
+            await link.wait_ready(READY_TIMEOUT)
+            conn = await NatsConnection.open(endpoint, name="stanpkg-migrate-streams")
+        except (StoreError, NatsError, OSError) as exc:
+            await link.close()
+            raise DestinationError(f"unable to use JetStream at {endpoint.url}: {exc}") from exc
+        destination = cls(link, conn, cluster_id, replicas or 1)
+        if replicas is None:
+            destination.replicas = await destination._default_replicas()
+            destination.settings = ClusterSettings(cluster_id, "", (), destination.replicas, 0.0)
+        return destination
+
+    async def _default_replicas(self) -> int:
+        """The cluster's own choice when its state exists (its records bucket's replicas),
+        else one per JetStream server the connection knows of, at most MAX_REPLICAS."""
+        bucket = f"KV_{self.settings.bucket}"
+        try:
+            info = await self._link.js.stream_info(bucket)
+            return int(info.config.num_replicas or 1)
+        except Exception:  # no bucket yet (or unreadable): count the servers
+            servers = {server.netloc for server in self._link.nc.servers}
+            return max(1, min(len(servers), MAX_REPLICAS))
+
+    async def close(self) -> None:
+        await self._link.close()
+        await self._conn.close()
+
+    # -- channels ------------------------------------------------------------------------
+
+    def stream(self, channel: str, limits: Limits, first_seq: int) -> ChannelStream:
+        stream = ChannelStream(
+            self._conn,
+            self.cluster_id,
+            channel,
+            limits,
+            self.replicas,
+            first_seq=max(first_seq, 1),
+        )
+        stream.writer_id = self._writer_id
+        return stream
+
+    async def plan_channel(self, channel: str, first_seq: int, last_seq: int) -> Plan:
+        """What to do for a channel whose source holds ``first_seq..last_seq``, judged by
+        the stream's bounds (the caller compares the messages at those bounds)."""
+        state = await find_stream_state(self._conn, stream_name(self.cluster_id, channel))
+        start = max(first_seq, 1)
+        if state is None:
+            return Plan(Step.CREATE, start, None)
+        if state.msgs == 0:
+            if state.last_seq == start - 1:
+                return Plan(Step.RESUME if start <= last_seq else Step.DONE, start, state)
+            if state.last_seq < start - 1:
+                return Plan(Step.RESUME, start, state, "empty stream moved to the first sequence")
+            return Plan(
+                Step.CONFLICT,
+                start,
+                state,
+                f"the stream is empty at sequence {state.last_seq}, past the channel's "
+                f"first sequence {start}",
+            )
+        if state.first_seq != start or state.last_seq > last_seq:
+            return Plan(
+                Step.CONFLICT,
+                start,
+                state,
+                f"the stream holds {state.first_seq}..{state.last_seq}, the source "
+                f"{first_seq}..{last_seq}",
+            )
+        return Plan(
+            Step.RESUME if state.last_seq < last_seq else Step.DONE, state.last_seq + 1, state
+        )
+
+    async def stored_message(self, channel: str, sequence: int) -> Message | None:
+        name = stream_name(self.cluster_id, channel)
+        async for seq, headers, data in read_range(self._conn, name, sequence, sequence):
+            record = pb.MsgProto.FromString(
+                from_stream_message(seq, headers, data, channel=channel)
+            )
+            return Message(record.sequence, record.reply, record.timestamp, record.data)
+        return None
+
+    async def read_messages(self, channel: str, first: int, last: int):  # type: ignore[no-untyped-def]
+        """The stream's messages first..last (an async iterator of :class:`Message`)."""
+        name = stream_name(self.cluster_id, channel)
+        async for seq, headers, data in read_range(self._conn, name, first, last):
+            record = pb.MsgProto.FromString(
+                from_stream_message(seq, headers, data, channel=channel)
+            )
+            yield Message(record.sequence, record.reply, record.timestamp, record.data)
+
+    async def stream_state(self, channel: str) -> StreamState | None:
+        return await find_stream_state(self._conn, stream_name(self.cluster_id, channel))
+
+    async def prepare(self, stream: ChannelStream, plan: Plan, *, replace: bool) -> int:
+        """Create or reuse the channel's stream; the first sequence to write."""
+        try:
+            if plan.step is Step.CONFLICT:
+                if not replace:
+                    raise DestinationError(
+                        f"channel {stream.channel!r}: the destination holds a different "
+                        f"channel of that name ({plan.reason}); --replace deletes it"
+                    )
+                await stream.delete()
+            elif plan.stream is not None and plan.stream.last_seq < plan.next_seq - 1:
+                # an empty stream behind the channel's first sequence (created elsewhere)
+                await purge_stream_to(self._conn, stream.name, plan.next_seq)
+            await stream.ensure()
+            state = await find_stream_state(self._conn, stream.name)
+        except StoreError as exc:
+            raise DestinationError(f"channel {stream.channel!r}: {exc}") from exc
+        assert state is not None
+        stream.last_sequence = state.last_seq
+        return state.last_seq + 1
+
+    # -- records -------------------------------------------------------------------------
+
+    async def open_state(self) -> dict[str, bytes]:
+        """The cluster's records as they are (creating the bucket if missing)."""
+        try:
+            self._state = await ReplicatedMap.open(
+                self._link, self.settings.bucket, replicas=self.replicas
+            )
+            return await self._state.load()
+        except StoreError as exc:
+            raise DestinationError(str(exc)) from exc
+
+    async def write_records(
+        self,
+        existing: dict[str, bytes],
+        info: ServerInfo,
+        clients: tuple[ClientRecord, ...],
+        channels: dict[str, tuple[RecoveredSubscription, ...]],
+    ) -> int:
+        """The channels' and clients' records, then the server info (the cluster loads
+        a state only once it has one); the channels' other subscriptions removed. The
+        number of records written."""
+        state = self._state
+        assert state is not None
+        for key in existing:
+            kind, *rest = kv_key_parts(key)
+            if kind == "sub" and rest and rest[0] in channels:
+                state.delete(key)  # replaced by the source's below, if it has that ID
+        written = 0
+        for channel, subs in channels.items():
+            state.put(kv_key("channel", channel), b"")
+            for sub in subs:
+                snapshot = spb.SubscriptionSnapshot(
+                    State=sub_to_proto(sub.record), AcksPending=sorted(sub.pending)
+                )
+                state.put(kv_key("sub", channel, str(sub.record.id)), snapshot.SerializeToString())
+                written += 1
+            written += 1
+        for client in clients:
+            state.put(kv_key("client", client.id), client_to_proto(client).SerializeToString())
+            written += 1
+        try:
+            await state.flush()
+            state.put(SERVER_KEY, server_info_to_proto(info).SerializeToString())
+            await state.flush()
+        except StoreError as exc:
+            raise DestinationError(str(exc)) from exc
+        return written + 1
