@@ -20,7 +20,7 @@ from itertools import pairwise
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.conf import MapEntry, Node, Position, render_with_positions
 from stanpkg.plan.diagnostics import Diagnostic, error, warning
-from stanpkg.plan.nats_keys import NATS_ADDRESS_KEYS, NATS_PASSTHROUGH_KEYS
+from stanpkg.plan.nats_keys import NATS_ADDRESS_KEYS, NATS_KEY_INDEX, NATS_PASSTHROUGH_KEYS
 from stanpkg.plan.options import (
     CHANNELS_KEYS,
     SECTION_KEYS,
@@ -287,12 +287,31 @@ def collect_nats(node: Node, out: Collected, *, streaming_here: bool) -> None:
         elif key in NATS_ADDRESS_KEYS:
             _collect_address(entry, out, NATS_ADDRESS_KEYS[key])
         elif key in NATS_PASSTHROUGH_KEYS and not (streaming_here and key in streaming_keys):
-            out.passthrough.append(entry)
+            if _nats_type_ok(entry, out):
+                out.passthrough.append(entry)
         elif not streaming_here:
             candidates = sorted(NATS_PASSTHROUGH_KEYS | set(reader.index) | {"streaming"})
             out.diagnostics.append(
                 _unknown(entry.key, entry.key_pos, "the NATS server options", candidates)
             )
+
+
+def _nats_type_ok(entry: MapEntry, out: Collected) -> bool:
+    """A passed-through key's value is of a type nats-server takes for it (it would stop
+    on the others, naming only a line of the file it was given)."""
+    spec = NATS_KEY_INDEX[entry.key.lower()]
+    if spec.accepts(entry.node):
+        return True
+    out.invalid.add(("nats_server", entry.key.lower()))
+    out.diagnostics.append(
+        error(
+            f'"{entry.key}" must be {spec.expected()}, got {describe(entry.node)} '
+            f"(nats-server: {spec.reference_text(entry.key, entry.node)})",
+            entry.node.pos,
+            code="type",
+        )
+    )
+    return False
 
 
 def _collect_address(entry: MapEntry, out: Collected, port_option: str) -> None:

@@ -17,6 +17,8 @@ from stanpkg.plan.model import NatsServerOptions
 
 # "nats.conf:12:3: unknown field "bogus"" (the file name as the checker shows it).
 _POSITIONED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+):\s*(?P<message>.*)$")
+# Its lexer's complaints name a line only: "Parse error on line 9: '...'".
+_PARSE_ERROR = re.compile(r"^Parse error on line (?P<line>\d+): (?P<message>.*)$")
 
 
 def user_position(generated: str, generated_line: int, nats: NatsServerOptions) -> Position | None:
@@ -39,7 +41,9 @@ def nats_problem(
     """One line of ``nats-server -t`` output about ``generated`` (shown as
     ``generated_name``) as a diagnostic at the operator's file and line."""
     match = _POSITIONED.match(problem)
-    if match is not None and match["file"] == generated_name:
+    if match is None or match["file"] != generated_name:
+        match = _PARSE_ERROR.match(problem)
+    if match is not None:
         pos = user_position(generated, int(match["line"]), nats)
         if pos is not None:
             return error(

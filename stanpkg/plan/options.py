@@ -918,7 +918,7 @@ OPTIONS: tuple[Option, ...] = (
         Kind.STRING,
         "",
         "File to store PID",
-        keys=("pid_file",),
+        keys=("pid_file", "pidfile"),
         flags=("-P", "--pid"),
         metavar="file",
     ),

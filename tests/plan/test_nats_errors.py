@@ -10,13 +10,13 @@ import pytest
 from stanpkg.cli import main
 from stanpkg.conf import parse_string, render_with_positions
 
-# Our compiler passes these through; nats-server rejects them (a size as a string, an
-# unknown key inside a passed-through block).
+# Our compiler passes these through; nats-server rejects them (a value it does not know
+# for JetStream, an unknown key inside a passed-through block).
 NATS_CONF = """port: -1
 streaming {
   store: memory
 }
-max_payload: "abc"
+jetstream: "maybe"
 cluster {
   listen: "127.0.0.1:-1"
   bogus_key: 5
@@ -59,3 +59,18 @@ def test_each_rendered_line_knows_where_it_was_written() -> None:
         ("}", (2, 1)),
         ("e: [1, 2]", (8, 1)),
     ]
+
+
+def test_a_lexer_error_of_nats_server_names_the_users_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nats-server's lexer names a line only ("Parse error on line 9"), of the generated
+    file: it is shown in the user's file (nats-server refuses a number closing an array
+    before a line end, which our parser accepts)."""
+    (tmp_path / "stan.conf").write_text("")
+    conf = tmp_path / "nats.conf"
+    conf.write_text("port: -1\nauthorization {\n  users: [1]\n}\n")
+    assert main(["validate", "-sc", str(tmp_path / "stan.conf"), "-c", str(conf)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{conf}:2:1: error: the NATS server rejects this option: ")
+    assert "array terminator" in err[0]
