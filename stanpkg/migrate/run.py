@@ -51,7 +51,9 @@ class Summary:
         return self.verify is None or all(check.ok for check in self.verify)
 
     def as_dict(self) -> dict[str, Any]:
-        document = dataclasses.asdict(self)
+        document = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "verify"
+        }
         document["verify"] = (
             None if self.verify is None else [check.as_dict() for check in self.verify]
         )

@@ -1,0 +1,290 @@
+"""``stanpkg migrate`` into one real JetStream-enabled nats-server: the Go-written fixtures
+keep their sequences and payloads (read back as a plain JetStream user reads them), the
+source files stay as they were, damaged input is named or skipped, an interrupted run
+resumes without writing a message twice, --verify and the conflict check catch a
+destination that is not the source."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import StreamConfig
+
+from stanpkg.stores.jetstream.streams import stream_name, stream_subject
+from tests.cluster.conftest import STANPKG
+from tests.migrate.conftest import (
+    EXIT_DIFFERENT,
+    file_hashes,
+    manifest_hashes,
+    migrate_json,
+    read_only_fixture,
+    run_migrate,
+)
+from tests.pipeline.helpers import BASE_TS, TS_STEP, message_payload, write_store
+
+PROGRESS_JSON = ("--progress-every", "0.05", "--format", "json")
+
+
+async def stream_messages(url: str, cluster_id: str, channel: str) -> list[dict[str, Any]]:
+    """The channel as any JetStream client reads it: an ordered consumer on the channel's
+    subject; the STAN fields from the headers, the sequence from the stream."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(stream_name(cluster_id, channel))
+        found: list[dict[str, Any]] = []
+        if info.state.messages == 0:
+            return found
+        sub = await js.subscribe(stream_subject(cluster_id, channel), ordered_consumer=True)
+        while len(found) < info.state.messages:
+            msg = await sub.next_msg(timeout=5)
+            headers = msg.headers or {}
+            found.append(
+                {
+                    "sequence": msg.metadata.sequence.stream,
+                    "reply": headers.get("Stan-Reply", ""),
+                    "data": msg.data,
+                    "timestamp_ns": str(headers["Stan-Timestamp"]),
+                }
+            )
+        await sub.unsubscribe()
+        return found
+    finally:
+        await nc.close()
+
+
+def expected_messages(manifest: dict[str, Any], channel: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "sequence": m["sequence"],
+            "reply": m["reply"],
+            "data": base64.b64decode(m["data_b64"]),
+            "timestamp_ns": m["timestamp_ns"],
+        }
+        for m in manifest["expected"]["messages"].get(channel, [])
+    ]
+
+
+@pytest.mark.parametrize("name", ["plain", "aes", "chacha", "expired"])
+async def test_a_go_fixture_keeps_its_sequences_and_its_files(
+    name: str, tmp_path: Path, jetstream_url: str
+) -> None:
+    copy = read_only_fixture(name, tmp_path)
+    summary = migrate_json("--config", str(copy.config), "--nats", jetstream_url, "--verify")
+
+    assert summary["verified"] is True
+    cluster_id = copy.manifest["cluster_id"]
+    assert summary["cluster_id"] == cluster_id
+    expected = {c["name"]: c for c in copy.manifest["expected"]["channels"]}
+    assert [c["name"] for c in summary["channels"]] == sorted(expected)
+    nc = await nats.connect(jetstream_url)
+    try:
+        js = nc.jetstream()
+        for channel, want in expected.items():
+            state = (await js.stream_info(stream_name(cluster_id, channel))).state
+            assert (state.first_seq, state.last_seq, state.messages) == (
+                want["first_seq"],
+                want["last_seq"],
+                want["msgs"],
+            ), channel
+    finally:
+        await nc.close()
+    for channel in expected:
+        assert await stream_messages(jetstream_url, cluster_id, channel) == expected_messages(
+            copy.manifest, channel
+        )
+    # Read-only: every file as the Go server left it.
+    assert file_hashes(copy.datastore) == manifest_hashes(copy)
+
+
+async def test_a_dry_run_writes_nothing_and_a_second_run_neither(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    args = ("--config", str(copy.config), "--nats", jetstream_url)
+    dry = migrate_json(*args, "--dry-run")
+    assert [c["action"] for c in dry["channels"]] == ["create", "create", "create"]
+    nc = await nats.connect(jetstream_url)
+    try:
+        assert await nc.jetstream().streams_info() == []
+    finally:
+        await nc.close()
+    migrate_json(*args)
+    again = migrate_json(*args, "--verify")
+    assert [c["action"] for c in again["channels"]] == ["done", "done", "done"]
+    assert again["figures"]["messages"] == 0
+    assert again["verified"] is True
+
+
+def test_a_cut_record_is_named_by_file_and_offset(tmp_path: Path, jetstream_url: str) -> None:
+    copy = read_only_fixture("truncated", tmp_path)
+    done = run_migrate("--config", str(copy.config), "--nats", jetstream_url)
+    assert done.returncode == 1, done.stdout
+    assert "unexpected EOF" in done.stderr
+    assert f'file "{copy.datastore}/ticks.cpu/msgs.2.dat", offset 3133' in done.stderr
+
+
+async def test_permissive_skips_the_cut_record_and_lists_it(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    copy = read_only_fixture("truncated", tmp_path)
+    summary = migrate_json(
+        "--config", str(copy.config), "--nats", jetstream_url, "--permissive", "--verify"
+    )
+    assert summary["verified"] is True
+    assert summary["skipped_records"] == [
+        f'unexpected EOF (file "{copy.datastore}/ticks.cpu/msgs.2.dat", offset 3133)'
+    ]
+    # What the reference serves after -file_truncate_bad_eof.
+    for want in copy.manifest["expected"]["channels"]:
+        got = await stream_messages(jetstream_url, "trunc-east", want["name"])
+        assert [m["sequence"] for m in got] == list(range(want["first_seq"], want["last_seq"] + 1))
+        assert got == expected_messages(copy.manifest, want["name"])
+    assert file_hashes(copy.datastore) == manifest_hashes(copy)
+
+
+def test_an_unreadable_config_or_store_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "stan.conf"
+    missing.write_text(f'streaming {{ id: "x", store: "file", dir: "{tmp_path / "none"}" }}\n')
+    done = run_migrate("--config", str(missing), "--nats", "nats://127.0.0.1:1")
+    assert done.returncode == 1
+    assert "datastore directory not found" in done.stderr
+    memory = tmp_path / "memory.conf"
+    memory.write_text('streaming { id: "x", store: "memory" }\n')
+    done = run_migrate("--config", str(memory), "--nats", "nats://127.0.0.1:1")
+    assert done.returncode == 1
+    assert "reads FILE stores" in done.stderr
+
+
+def test_no_jetstream_at_the_url_is_an_error(tmp_path: Path) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    done = run_migrate("--config", str(copy.config), "--nats", "nats://127.0.0.1:1")
+    assert done.returncode == 1
+    assert "nats://127.0.0.1:1" in done.stderr
+
+
+@pytest.mark.slow
+async def test_an_interrupted_run_resumes_and_writes_each_message_once(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    count = 60_000
+    root = write_store(tmp_path / "big", {"ticks": count}, slice_max_msgs=20_000)
+    config = tmp_path / "big.conf"
+    config.write_text(f'streaming {{ id: "pipe-test", store: "file", dir: "{root}" }}\n')
+    proc = subprocess.Popen(
+        [*STANPKG, "migrate", "--config", str(config), "--nats", jetstream_url, *PROGRESS_JSON],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # killed at its first progress line with messages written
+        if json.loads(line)["progress"]["messages"] > 0:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    nc = await nats.connect(jetstream_url)
+    try:
+        js = nc.jetstream()
+        name = stream_name("pipe-test", "ticks")
+        partial = (await js.stream_info(name)).state
+        assert 0 < partial.last_seq < count
+
+        summary = migrate_json("--config", str(config), "--nats", jetstream_url, "--verify")
+        (channel,) = summary["channels"]
+        assert channel["action"] == "resume"
+        assert channel["from_seq"] == partial.last_seq + 1
+        assert channel["written"] == count - partial.last_seq
+        assert summary["verified"] is True
+        state = (await js.stream_info(name)).state
+        assert (state.first_seq, state.last_seq, state.messages) == (1, count, count)
+    finally:
+        await nc.close()
+
+
+async def _rewrite_with(url: str, cluster_id: str, channel: str, changes: dict[int, bytes]) -> None:
+    """Replace the channel's stream by one with the same messages except ``changes``
+    (sequence -> payload): JetStream alters no stored message, so the stream is rebuilt."""
+    messages = await stream_messages(url, cluster_id, channel)
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        name = stream_name(cluster_id, channel)
+        config: StreamConfig = (await js.stream_info(name)).config
+        await js.delete_stream(name)
+        await js.add_stream(config)
+        await js.purge_stream(name, seq=messages[0]["sequence"])
+        for m in messages:
+            headers = {"Stan-Timestamp": m["timestamp_ns"]}
+            if m["reply"]:
+                headers["Stan-Reply"] = m["reply"]
+            data = changes.get(m["sequence"], m["data"])
+            ack = await js.publish(stream_subject(cluster_id, channel), data, headers=headers)
+            assert ack.seq == m["sequence"]
+    finally:
+        await nc.close()
+
+
+async def test_verify_names_an_altered_message(tmp_path: Path, jetstream_url: str) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    migrate_json("--config", str(copy.config), "--nats", jetstream_url)
+    await _rewrite_with(jetstream_url, "ledger-east", "orders.created", {9: b"tampered"})
+
+    done = run_migrate(
+        "--config", str(copy.config), "--nats", jetstream_url, "--verify", "--dry-run"
+    )
+    assert done.returncode == EXIT_DIFFERENT, done.stderr
+    assert "verify orders.created: DIFFERENT" in done.stdout
+    assert "sequence 9: data differ" in done.stdout
+    assert "verify audit.trail: ok" in done.stdout
+
+
+async def test_another_channel_of_the_same_name_is_refused_unless_replaced(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    migrate_json("--config", str(copy.config), "--nats", jetstream_url)
+    await _rewrite_with(jetstream_url, "ledger-east", "audit.trail", {7: b"someone else's"})
+
+    done = run_migrate("--config", str(copy.config), "--nats", jetstream_url)
+    assert done.returncode == 1
+    assert "channel 'audit.trail': the destination holds a different channel" in done.stderr
+    assert "its message 7 is not the source's" in done.stderr
+
+    summary = migrate_json(
+        "--config", str(copy.config), "--nats", jetstream_url, "--replace", "--verify"
+    )
+    actions = {c["name"]: c["action"] for c in summary["channels"]}
+    assert actions == {
+        "audit.trail": "replace",
+        "orders.created": "done",
+        "payments.settled": "done",
+    }
+    assert summary["verified"] is True
+
+
+def test_written_payloads_match_the_writer(tmp_path: Path, jetstream_url: str) -> None:
+    """A store written by stanpkg (replies every 5th message) round-trips too."""
+    root = write_store(tmp_path / "own", {"a.b": 12}, slice_max_msgs=5)
+    config = tmp_path / "own.conf"
+    config.write_text(f'streaming {{ id: "pipe-test", store: "file", dir: "{root}" }}\n')
+    migrate_json("--config", str(config), "--nats", jetstream_url)
+    got = asyncio.run(stream_messages(jetstream_url, "pipe-test", "a.b"))
+    assert [(m["sequence"], m["data"], m["reply"], m["timestamp_ns"]) for m in got] == [
+        (
+            seq,
+            message_payload("a.b", seq),
+            f"a.b.reply.{seq}" if seq % 5 == 0 else "",
+            str(BASE_TS + seq * TS_STEP),
+        )
+        for seq in range(1, 13)
+    ]
