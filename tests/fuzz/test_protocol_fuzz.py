@@ -18,14 +18,19 @@ from tests.server.conftest import start_nats_process
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _harness() -> ModuleType:
-    path = ROOT / "bench" / "fuzz" / "protocol_fuzz.py"
-    spec = importlib.util.spec_from_file_location("protocol_fuzz", path)
+def load_bench_script(name: str) -> ModuleType:
+    """A script of bench/fuzz/ (not a package) as a module."""
+    path = ROOT / "bench" / "fuzz" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def _harness() -> ModuleType:
+    return load_bench_script("protocol_fuzz")
 
 
 @pytest.mark.slow
