@@ -8,7 +8,11 @@ committed before :func:`recover` returns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from google.protobuf.message import DecodeError
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import (
@@ -32,6 +36,17 @@ if TYPE_CHECKING:
 
 __all__ = ["recover"]
 
+_T = TypeVar("_T")
+
+
+def _decoded(row: str, decode: Callable[[], _T]) -> _T:
+    """A row's columns decoded, or the StoreError that names the row: a garbage row
+    (a bad restore, another program) stops the start cleanly instead of a traceback."""
+    try:
+        return decode()
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise StoreError(f"sql: unable to decode {row}: {exc}") from None
+
 
 def _rows(store: SqlStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     def run(cur: Cursor) -> list[tuple[Any, ...]]:
@@ -49,14 +64,19 @@ def recover(store: SqlStore) -> RecoveredState | None:
     cluster_id, proto, version = found[0]
     if version != SCHEMA_VERSION:
         raise StoreError(f"sql: unsupported version: {version} (supports [1..{SCHEMA_VERSION}])")
-    info = info_from_proto(bytes(proto or b""))
+    info = _decoded(
+        f'table ServerInfo, row "{cluster_id}"', lambda: info_from_proto(bytes(proto or b""))
+    )
     if info.cluster_id != cluster_id:
         raise StoreError(
             f'sql: id "{cluster_id}" in column does not match cluster ID in data '
             f'"{info.cluster_id}"'
         )
     clients = [
-        client_from_row(cid, inbox or "", data)
+        _decoded(
+            f'table Clients, row "{cid}"',
+            partial(client_from_row, cid, inbox or "", data),
+        )
         for cid, inbox, data in _rows(store, sql.RECOVER_CLIENTS)
     ]
     store.max_channel_id = int(_rows(store, sql.MAX_CHANNEL_ID)[0][0])
@@ -134,6 +154,10 @@ def _recover_messages(
     return msgs
 
 
+def _pending_lists(pending: bytes | None, acks: bytes | None) -> tuple[list[int], list[int]]:
+    return decode_seqs(pending), decode_seqs(acks)
+
+
 def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubscription]:
     subs = channel.subs
     assert isinstance(subs, SqlSubscriptionStore)
@@ -143,7 +167,8 @@ def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubsc
         if deleted:
             subs.marked_deleted = True
         elif proto:
-            record = sub_from_proto(bytes(proto))
+            where = f'table Subscriptions, row subid {subid} (channel "{channel.name}")'
+            record = _decoded(where, partial(sub_from_proto, bytes(proto)))
             record.id = int(subid)
             record.last_sent = max(record.last_sent, int(last_sent or 0))
             records[record.id] = record
@@ -160,9 +185,9 @@ def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubsc
             state = states[owner.id] = SubPending(owner.id, owner.last_sent)
         if not seq:
             json_rows.add(owner.id)
-        state.load(
-            int(row), int(seq or 0), int(last_sent or 0), decode_seqs(pending), decode_seqs(acks)
-        )
+        where = f"table SubsPending, row subid {subid} row {row}"
+        listed = _decoded(where, partial(_pending_lists, pending, acks))
+        state.load(int(row), int(seq or 0), int(last_sent or 0), *listed)
     recovered = []
     for sub_id, record in records.items():
         state = states.get(sub_id)
