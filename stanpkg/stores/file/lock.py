@@ -12,6 +12,8 @@ import errno
 import os
 import threading
 
+from stanpkg.stores.file.format.framing import FILE_MODE
+
 __all__ = ["LOCK_FILE", "RootDirLock"]
 
 LOCK_FILE = ".rootdir.lck"
@@ -59,7 +61,7 @@ class RootDirLock:
                 return False
             # Closing any descriptor of the file would drop our lock: never open it
             # again while held (the registry above guarantees that).
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
             try:
                 locked = _lock_fd(fd)
             except BaseException:

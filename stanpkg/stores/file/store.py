@@ -39,7 +39,12 @@ from stanpkg.stores.file.format.channel import (
 )
 from stanpkg.stores.file.format.clientsfile import CLIENTS_FILE, ClientsReplay, replay_clients
 from stanpkg.stores.file.format.errors import CorruptedRecordError, FileStoreError
-from stanpkg.stores.file.format.framing import VERSION_HEADER, crc32_func
+from stanpkg.stores.file.format.framing import (
+    DIR_MODE,
+    VERSION_HEADER,
+    crc32_func,
+    private_opener,
+)
 from stanpkg.stores.file.format.serverfile import SERVER_FILE, read_server_file, write_server_file
 from stanpkg.stores.file.format.truncation import (
     acquire_truncate_witness,
@@ -81,7 +86,7 @@ class FileStore(BaseStore):
         if not root:
             raise StoreError("for FILE stores, root directory must be specified")
         try:
-            os.makedirs(root, exist_ok=True)
+            os.makedirs(root, mode=DIR_MODE, exist_ok=True)
         except OSError as exc:
             # Go's wording of the cause: "mkdir <path>: permission denied"
             cause = f"mkdir {exc.filename or root}: {(exc.strerror or str(exc)).lower()}"
@@ -150,7 +155,7 @@ class FileStore(BaseStore):
         path = self._server_path
         try:
             if not os.path.exists(path):
-                with open(path, "xb") as f:
+                with open(path, "xb", opener=private_opener) as f:
                     f.write(VERSION_HEADER)
                 return None
             return read_server_file(path, crc=self.env.check_crc)
@@ -164,7 +169,8 @@ class FileStore(BaseStore):
     def _replay_clients(self) -> ClientsReplay | None:
         path = self._clients.path
         if not os.path.exists(path):
-            with open(path, "xb") as f:  # the reference creates it at every open
+            # the reference creates it at every open
+            with open(path, "xb", opener=private_opener) as f:
                 f.write(VERSION_HEADER)
             return None
         try:
@@ -251,7 +257,7 @@ class FileStore(BaseStore):
     def _new_channel(self, name: str, limits: Limits) -> ChannelStore:
         channel_dir = os.path.join(self.config.root, name)
         try:
-            os.makedirs(channel_dir, exist_ok=True)
+            os.makedirs(channel_dir, mode=DIR_MODE, exist_ok=True)
             subs = FileSubscriptionStore(self.env, name, channel_dir, limits)
         except (OSError, FileStoreError) as exc:
             raise StoreError(f"unable to create channel {name!r}: {exc}") from exc

@@ -6,6 +6,7 @@ import os
 import random
 
 from stanpkg.stores.file.format.framing import (
+    FILE_MODE,
     VERSION_HEADER,
     CrcFunc,
     check_version,
@@ -29,7 +30,7 @@ def open_append_fd(path: str, *, truncate_at: int | None = None) -> tuple[int, i
     if existed:
         with open(path, "rb") as f:
             check_version(f.read(4), path)
-    fd = os.open(path, _APPEND_FLAGS, 0o666)
+    fd = os.open(path, _APPEND_FLAGS, FILE_MODE)
     try:
         if not existed:
             write_all(fd, VERSION_HEADER)

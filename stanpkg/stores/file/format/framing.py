@@ -23,6 +23,8 @@ from stanpkg.stores.file.format.errors import (
 )
 
 __all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
     "FILE_VERSION",
     "IEEE_POLY",
     "RECORD_HEADER",
@@ -36,6 +38,7 @@ __all__ = [
     "crc32_func",
     "encode_record",
     "map_file",
+    "private_opener",
     "write_all",
 ]
 
@@ -50,6 +53,16 @@ Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]  # noqa: UP007 (runtime 
 # A whole file's content; slicing either type yields bytes (what protobuf parses).
 FileImage = Union[bytes, mmap.mmap]  # noqa: UP007
 CrcFunc = Callable[[Buffer], int]
+
+# Datastore files and directories are private to the server's user: the reference's
+# 0666/0777 (less the umask) let every local user read the messages.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_opener(path: str, flags: int) -> int:
+    """``open(..., opener=private_opener)``: a file it creates is ``FILE_MODE``."""
+    return os.open(path, flags, FILE_MODE)
 
 
 class _TableCrc32:

@@ -16,7 +16,13 @@ from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.crypto import PayloadCipher
 from stanpkg.stores.file.format.appender import open_append_fd
-from stanpkg.stores.file.format.framing import RECORD_HEADER, CrcFunc, crc32_func, write_all
+from stanpkg.stores.file.format.framing import (
+    DIR_MODE,
+    RECORD_HEADER,
+    CrcFunc,
+    crc32_func,
+    write_all,
+)
 from stanpkg.stores.file.format.index import INDEX_BODY, MSG_RECORD_OVERHEAD
 from stanpkg.stores.file.format.slices import SliceInfo, slice_paths
 
@@ -206,7 +212,7 @@ class ChannelWriter:
         last_slice: SliceInfo | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        os.makedirs(channel_dir, exist_ok=True)
+        os.makedirs(channel_dir, mode=DIR_MODE, exist_ok=True)
         self.channel_dir = channel_dir
         self.channel = channel
         self.slice_limits = slice_limits or SliceLimits()

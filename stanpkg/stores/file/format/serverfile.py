@@ -13,6 +13,7 @@ from stanpkg.stores.base import ServerInfo
 from stanpkg.stores.file.format.appender import create_temp_file
 from stanpkg.stores.file.format.errors import RecordDecodeError, ServerFileSizeError
 from stanpkg.stores.file.format.framing import (
+    FILE_MODE,
     RECORD_HEADER_SIZE,
     VERSION_HEADER,
     CrcFunc,
@@ -83,7 +84,7 @@ def write_server_file(
             os.unlink(tmp)
             raise
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), FILE_MODE)
     try:
         if os.fstat(fd).st_size == 0:
             write_all(fd, VERSION_HEADER)

@@ -26,6 +26,7 @@ from stanpkg.stores.file.format.errors import (
     UnexpectedEOFError,
 )
 from stanpkg.stores.file.format.framing import (
+    FILE_MODE,
     VERSION_HEADER,
     CrcFunc,
     FileImage,
@@ -305,7 +306,7 @@ def _scan_data(
 
 def _write_index_file(idx_path: str, index: bytes) -> None:
     """Replace the index file content with the rebuilt image, then fsync."""
-    fd = os.open(idx_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(idx_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), FILE_MODE)
     try:
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)

@@ -8,6 +8,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from stanpkg.stores.file.format.errors import TruncateWitnessError, UnexpectedEOFError
+from stanpkg.stores.file.format.framing import FILE_MODE
 
 __all__ = [
     "TRUNCATE_WITNESS",
@@ -55,7 +56,7 @@ def acquire_truncate_witness(root: str) -> None:
     """Create ``<root>/.truncate.lck`` exclusively: the option works for one open only."""
     try:
         fd = os.open(
-            os.path.join(root, TRUNCATE_WITNESS), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666
+            os.path.join(root, TRUNCATE_WITNESS), os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE
         )
     except FileExistsError:
         raise TruncateWitnessError(

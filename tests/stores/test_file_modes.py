@@ -1,0 +1,88 @@
+"""FILE store files and directories are private to the server's user (0600 / 0700),
+whatever the umask lets through: messages, index, subscriptions, clients, server
+information, the root lock, the truncation witness, compacted and rebuilt files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stanpkg.stores.base import ClientRecord, SubRecord
+from tests.stores.file.helpers import fresh_store, open_store, records, stamps
+
+
+@pytest.fixture(autouse=True)
+def permissive_umask() -> Iterator[None]:
+    previous = os.umask(0o022)  # the usual default: 0644 files, 0755 directories
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _modes(root: Path) -> dict[str, int]:
+    out = {".": stat.S_IMODE(root.stat().st_mode)}
+    for path in root.rglob("*"):
+        out[str(path.relative_to(root))] = stat.S_IMODE(path.stat().st_mode)
+    return out
+
+
+def _assert_private(root: Path) -> None:
+    modes = _modes(root)
+    wrong = {
+        name: oct(mode)
+        for name, mode in modes.items()
+        if mode != (0o700 if (root / name).is_dir() else 0o600)
+    }
+    assert wrong == {}
+
+
+def test_a_new_store_is_private(tmp_path: Path) -> None:
+    root = tmp_path / "data" / "store"
+    store, _ = fresh_store(root, "--file_slice_max_msgs", "2")
+    store.add_client(ClientRecord("me", "_INBOX.hb"))
+    store.add_client(ClientRecord("gone", "_INBOX.hb2"))
+    store.delete_client("gone")
+    channel = store.create_channel("orders.created")
+    channel.msgs.store(records("orders.created", 1, 5), stamps(1, 5))  # three slices
+    channel.subs.create(SubRecord("me", "_INBOX.in", "_INBOX.ack", 10, 30))
+    channel.subs.record_sent(1, [1, 2, 3])
+    store.close()
+    assert {p.name for p in (root / "orders.created").iterdir()} >= {
+        "msgs.1.dat",
+        "msgs.1.idx",
+        "msgs.3.dat",
+        "subs.dat",
+    }
+    assert (root / ".rootdir.lck").exists()
+    _assert_private(root)
+
+
+def test_files_written_at_recovery_are_private(tmp_path: Path) -> None:
+    """A rebuilt index, the -file_truncate_bad_eof witness, clients.dat created anew."""
+    root = tmp_path / "store"
+    store, _ = fresh_store(root)
+    channel = store.create_channel("ch")
+    channel.msgs.store(records("ch", 1, 3), stamps(1, 3))
+    store.close()
+    (root / "ch" / "msgs.1.idx").unlink()
+    (root / "clients.dat").unlink()
+    store, _ = open_store(root, truncate_bad_eof=True)
+    state = store.recover()
+    assert state is not None and state.channels[0].store.msgs.last_sequence == 3
+    store.close()
+    assert (root / ".truncate.lck").exists() and (root / "ch" / "msgs.1.idx").exists()
+    _assert_private(root)
+
+
+def test_an_existing_directory_keeps_the_mode_the_operator_gave_it(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    root.mkdir(mode=0o750)
+    store, _ = fresh_store(root)
+    store.close()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o750
+    assert stat.S_IMODE((root / "server.dat").stat().st_mode) == 0o600
