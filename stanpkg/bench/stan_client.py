@@ -19,6 +19,8 @@ from stanpkg.transport.nuid import Nuid
 
 AckCallback = Callable[[str], None]
 """Called with the PubAck's error text ("" on success)."""
+PayloadCallback = Callable[[int, bytes], None]
+"""Called with a delivered message's sequence and its encoded MsgProto."""
 
 _MISSING: Any = object()
 
@@ -57,7 +59,11 @@ def _first_varint(data: bytes) -> int:
 
 class StanSubscription:
     def __init__(
-        self, client: StanBenchClient, channel: str, on_msg: Callable[[int], None]
+        self,
+        client: StanBenchClient,
+        channel: str,
+        on_msg: Callable[[int], None],
+        on_payload: PayloadCallback | None = None,
     ) -> None:
         self.client = client
         self.channel = channel
@@ -65,6 +71,7 @@ class StanSubscription:
         self.ack_inbox = ""
         self.received = 0
         self._on_msg = on_msg
+        self._on_payload = on_payload
         self._ack_prefix = _field(1, channel.encode()) + b"\x10"
         self._early: list[int] = []  # delivered before the SubscriptionResponse arrived
 
@@ -77,7 +84,10 @@ class StanSubscription:
             self.client.nc.publish(self.ack_inbox, self._ack_prefix + varint(sequence))
         else:
             self._early.append(sequence)
-        self._on_msg(sequence)
+        if self._on_payload is not None:
+            self._on_payload(sequence, payload)
+        else:
+            self._on_msg(sequence)
 
     def set_ack_inbox(self, ack_inbox: str) -> None:
         self.ack_inbox = ack_inbox
@@ -224,11 +234,16 @@ class StanBenchClient:
         *,
         queue: str = "",
         deliver_all: bool = False,
+        start_position: pb.StartPosition | None = None,
+        start_sequence: int = 0,
+        on_payload: PayloadCallback | None = None,
         max_inflight: int = 1024,
         ack_wait: int = 30,
         timeout: float = 2.0,
     ) -> StanSubscription:
-        sub = StanSubscription(self, channel, on_msg)
+        """Subscribe; ``start_position`` (a pb.StartPosition) overrides ``deliver_all``.
+        ``on_payload``, when given, gets each whole MsgProto instead of ``on_msg``."""
+        sub = StanSubscription(self, channel, on_msg, on_payload)
         self.nc.subscribe(sub.inbox, sub.handle)
         request = pb.SubscriptionRequest(
             clientID=self.client_id,
@@ -237,7 +252,12 @@ class StanBenchClient:
             inbox=sub.inbox,
             maxInFlight=max_inflight,
             ackWaitInSecs=ack_wait,
-            startPosition=pb.First if deliver_all else pb.NewOnly,
+            startPosition=(
+                start_position
+                if start_position is not None
+                else (pb.First if deliver_all else pb.NewOnly)
+            ),
+            startSequence=start_sequence,
         )
         try:
             raw = await self.nc.request(

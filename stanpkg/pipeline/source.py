@@ -1,4 +1,6 @@
-"""The ``stan`` PySpark data source: ``spark.read.format("stan").option("path", DIR).load()``.
+"""The ``stan`` PySpark data source: ``spark.read.format("stan").option("path", DIR).load()``
+reads a FILE store on disk; with ``option("servers", URLS)`` it reads a live server
+(``spark.readStream`` follows it, see live_source.py).
 
 Spark 4's Python Data Source API: the source is instantiated where the query is planned
 (options parsed, datastore recovered, one partition per slice), and ``read`` runs on the
@@ -14,7 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -28,7 +35,8 @@ from pyspark.sql.types import (
 )
 
 from stanpkg.pipeline.batches import COLUMNS, SliceReadStats, read_task_batches
-from stanpkg.pipeline.options import ReadOptions
+from stanpkg.pipeline.live_options import LiveOptions, is_live
+from stanpkg.pipeline.options import OptionError, ReadOptions
 from stanpkg.pipeline.planning import SliceTask, plan_read
 from stanpkg.stores.file.format import SliceReader
 
@@ -136,12 +144,31 @@ class StanDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema != SCHEMA:
-            raise ValueError(
-                f"the {FORMAT} source has a fixed schema ({SCHEMA.simpleString()}); "
-                "select columns after load() instead of passing .schema()"
-            )
+        _check_schema(schema)
+        if is_live(self.options):
+            from stanpkg.pipeline.live_source import LiveBatchReader
+
+            return LiveBatchReader(LiveOptions.parse(self.options), self.metrics)
         return self.reader_class(ReadOptions.parse(self.options), self.metrics)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        if not is_live(self.options):
+            raise OptionError(
+                "servers: a streaming read follows a live server (option servers); "
+                "a FILE store on disk (option path) is read with spark.read"
+            )
+        from stanpkg.pipeline.live_source import LiveStreamReader
+
+        return LiveStreamReader(LiveOptions.parse(self.options), self.metrics)
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema != SCHEMA:
+        raise ValueError(
+            f"the {FORMAT} source has a fixed schema ({SCHEMA.simpleString()}); "
+            "select columns after load() instead of passing .schema()"
+        )
 
 
 @dataclass(frozen=True)
