@@ -176,8 +176,9 @@ def resolve_cluster_identity(plan: Plan) -> Plan:
             node_id = remembered.read_text(encoding="utf-8").strip()
     node_id = node_id or cluster.node_id or next_nuid()
     if remembered is not None:
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        remembered.write_text(node_id + "\n", encoding="utf-8")
+        remembered.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(remembered, "w", encoding="utf-8", opener=_private) as out:
+            out.write(node_id + "\n")
     log_path = cluster.log_path or f"{plan.cluster_id}/{node_id}"
     return dataclasses.replace(
         plan, cluster=dataclasses.replace(cluster, node_id=node_id, log_path=log_path)
@@ -185,6 +186,11 @@ def resolve_cluster_identity(plan: Plan) -> Plan:
 
 
 LOG_PATH_LOCK = "stanpkg.lock"
+
+
+def _private(path: str, flags: int) -> int:
+    """Files of a node's store directories are 0600, as the FILE store's."""
+    return os.open(path, flags, 0o600)
 
 
 def lock_cluster_log_path(plan: Plan) -> object | None:
@@ -198,8 +204,8 @@ def lock_cluster_log_path(plan: Plan) -> object | None:
     except ImportError:  # Windows: nats-server's own store-directory check remains
         return None
     path = Path(plan.cluster.log_path)
-    path.mkdir(parents=True, exist_ok=True)
-    handle = open(path / LOG_PATH_LOCK, "a+b")  # noqa: SIM115 - kept open while running
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)  # the JetStream store: private
+    handle = open(path / LOG_PATH_LOCK, "a+b", opener=_private)  # noqa: SIM115 - kept open
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

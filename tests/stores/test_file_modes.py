@@ -86,3 +86,23 @@ def test_an_existing_directory_keeps_the_mode_the_operator_gave_it(tmp_path: Pat
     store.close()
     assert stat.S_IMODE(root.stat().st_mode) == 0o750
     assert stat.S_IMODE((root / "server.dat").stat().st_mode) == 0o600
+
+
+def test_a_clustered_nodes_directories_are_private(tmp_path: Path) -> None:
+    """The node ID file and the embedded nats-server's JetStream directory (the cluster
+    log path), which stanpkg creates before nats-server starts."""
+    from stanpkg.node import lock_cluster_log_path, resolve_cluster_identity
+    from stanpkg.plan.compile import compile_args
+
+    store_dir, log_path = tmp_path / "store", tmp_path / "raft"
+    argv = ["-cid", "modes", "-clustered", "-cluster_bootstrap", "-cluster_node_id", "a"]
+    argv += ["-st", "file", "-dir", str(store_dir), "-cluster_log_path", str(log_path)]
+    compiled = compile_args(argv, env={})
+    assert compiled.plan is not None, compiled.diagnostics
+    plan = resolve_cluster_identity(compiled.plan)
+    held = lock_cluster_log_path(plan)
+    assert held is not None
+    held.close()  # type: ignore[attr-defined]
+    _assert_private(store_dir)
+    _assert_private(log_path)
+    assert {p.name for p in store_dir.iterdir()} and {p.name for p in log_path.iterdir()}
