@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="copy encrypted payloads as stored (for a cluster with the same key)",
     )
+    parser.add_argument(
+        "--parallel", type=int, default=4, metavar="N", help="channels written at once (4)"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument(
         "--progress-every", type=float, default=2.0, metavar="SECONDS", help="0: no progress"
@@ -71,6 +74,8 @@ def migrate_main(argv: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.replicas is not None and not 1 <= args.replicas <= 5:
         return _fail("--replicas must be between 1 and 5", EXIT_USAGE)
+    if args.parallel < 1:
+        return _fail("--parallel must be at least 1", EXIT_USAGE)
     compiled = compile_args(["-sc", args.config], os.environ)
     if compiled.plan is None:
         problems = "; ".join(str(d) for d in compiled.diagnostics) or compiled.usage_error
@@ -94,6 +99,7 @@ def migrate_main(argv: list[str]) -> int:
         dry_run=args.dry_run,
         verify=args.verify,
         replace=args.replace,
+        parallel=args.parallel,
     )
     as_json = args.format == "json"
 

@@ -3,6 +3,7 @@ stopped), then the records, then ``--verify``; a summary of it all."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ class Request:
     dry_run: bool = False
     verify: bool = False
     replace: bool = False
+    parallel: int = 4  # channels written at once (one channel's batches go one at a time)
 
 
 @dataclass
@@ -105,8 +107,13 @@ async def migrate(
     )
     total = sum(max(c.msg_count, 0) for c in source.channels)
     progress = Progress(emit, len(source.channels), total, **progress_options)
-    for channel in source.channels:
-        summary.channels.append(await _channel(source, destination, channel, request, progress))
+    gate = asyncio.Semaphore(max(1, request.parallel))
+
+    async def one(channel: SourceChannel) -> dict[str, Any]:
+        async with gate:
+            return await _channel(source, destination, channel, request, progress)
+
+    summary.channels = list(await asyncio.gather(*(one(c) for c in source.channels)))
     if not request.dry_run:
         existing = await destination.open_state()
         subs = {c.name: c.subscriptions for c in source.channels}

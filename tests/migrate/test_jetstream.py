@@ -18,6 +18,8 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.jetstream.kvmap import kv_key
 from stanpkg.stores.jetstream.streams import stream_name, stream_subject
 from tests.cluster.conftest import STANPKG
 from tests.migrate.conftest import (
@@ -288,3 +290,31 @@ def test_written_payloads_match_the_writer(tmp_path: Path, jetstream_url: str) -
         )
         for seq in range(1, 13)
     ]
+
+
+async def test_another_cluster_id_names_the_streams_and_the_records(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    summary = migrate_json(
+        "--config", str(copy.config), "--nats", jetstream_url, "--cluster-id", "ledger-west"
+    )
+    assert summary["cluster_id"] == "ledger-west"
+    nc = await nats.connect(jetstream_url)
+    try:
+        js = nc.jetstream()
+        names = sorted([info.config.name for info in await js.streams_info()])
+        assert names == sorted(
+            ["KV_STAN_ledger-west_state"]
+            + [stream_name("ledger-west", c["name"]) for c in summary["channels"]]
+        )
+        kv = await js.key_value("STAN_ledger-west_state")
+        info = spb.ServerInfo.FromString((await kv.get("server")).value or b"")
+        assert info.ClusterID == "ledger-west"
+        assert info.Discovery == "_STAN.discover.ledger-west"
+        keys = sorted(await kv.keys())
+        channels = [kv_key("channel", c["name"]) for c in summary["channels"]]
+        assert set(channels) | {"server", kv_key("client", "svc-alpha")} <= set(keys)
+        assert len([k for k in keys if k.startswith("sub.")]) == 4
+    finally:
+        await nc.close()
