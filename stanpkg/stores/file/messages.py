@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
@@ -20,12 +21,23 @@ from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
 from stanpkg.stores.file.format.errors import FileStoreError
 from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
-from stanpkg.stores.file.format.msgwriter import SliceLimits, auto_slice_limits
+from stanpkg.stores.file.format.msgwriter import SliceLimits, WriteMark, auto_slice_limits
 from stanpkg.stores.file.handles import SliceWriteFiles
 from stanpkg.stores.file.slice_reads import HeadCursor, ReadWindow, Slice, read_index
 from stanpkg.stores.recent import RecentRecords
 
 __all__ = ["FileMessageStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class _UndoPoint:
+    files: SliceWriteFiles
+    mark: WriteMark
+    slices: int
+    fields: tuple[int, int, int, int, int, int]
+    seqs: int  # length of the slice's position map, -1 without one
+    first: int  # the slice's entry in FileMessageStore._firsts
+
 
 # Recently stored messages kept in memory, per channel: the latest batch always (its
 # deliveries follow at once), earlier ones while under these caps, none once the channel
@@ -102,6 +114,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         now = time.time_ns()  # the coarse clock of the age rule: one reading per batch
         added_bytes = 0
         done = 0
+        undo = self._undo_point()
         try:
             while done < total:
                 sl = self._slice_for_next(now)
@@ -126,10 +139,12 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             assert self._writer is not None
             self._writer.write_out()
         except (OSError, FileStoreError) as exc:
-            # Part of the batch may be on disk: refuse further writes (they would reuse
-            # its sequences); recovery at the next start sorts the files out.
-            self._failed = f"unable to store messages in channel {self.name!r}: {exc}"
-            raise StoreError(self._failed) from exc
+            failure = f"unable to store messages in channel {self.name!r}: {exc}"
+            if not self._undo(undo):
+                # Part of the batch may be on disk: refuse further writes (they would
+                # reuse its sequences); recovery at the next start sorts the files out.
+                self._failed = failure
+            raise StoreError(failure) from exc
         self.env.syncer.mark_dirty(self._writer)
         if self._count == 0:
             self._first = self._last + 1
@@ -139,6 +154,34 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         self._bytes += added_bytes
         self._cache.remember(records, seq - total, time.monotonic())
         self._enforce_count_and_size()
+
+    def _undo_point(self) -> _UndoPoint | None:
+        """What :meth:`_undo` needs to take back a batch that fails to be written."""
+        files = self._writer
+        if files is None:
+            return None
+        sl = self._slices[-1]
+        fields = (sl.first_seq, sl.last_seq, sl.count, sl.total_bytes, sl.first_ts, sl.last_ts)
+        seqs = len(sl.seqs) if sl.seqs is not None else -1
+        mark = files.writer().mark()
+        return _UndoPoint(files, mark, len(self._slices), fields, seqs, self._firsts[-1])
+
+    def _undo(self, undo: _UndoPoint | None) -> bool:
+        """Take the failed batch back (files cut to where they ended, the slice's
+        counters restored) so writes resume once the disk has room again; False when
+        that is not possible (the batch opened a new slice, or cutting failed)."""
+        if undo is None or self._writer is not undo.files or len(self._slices) != undo.slices:
+            return False
+        try:
+            undo.files.writer().rollback(undo.mark)
+        except OSError:
+            return False
+        sl = self._slices[-1]
+        sl.first_seq, sl.last_seq, sl.count, sl.total_bytes, sl.first_ts, sl.last_ts = undo.fields
+        if sl.seqs is not None:
+            del sl.seqs[undo.seqs :]
+        self._firsts[-1] = undo.first
+        return True
 
     def _slice_for_next(self, now: int) -> Slice:
         """The slice the next message goes to, rolling over per filestore.md §7.3."""

@@ -26,10 +26,25 @@ from stanpkg.stores.file.format.framing import (
 from stanpkg.stores.file.format.index import INDEX_BODY, MSG_RECORD_OVERHEAD
 from stanpkg.stores.file.format.slices import SliceInfo, slice_paths
 
-__all__ = ["ChannelWriter", "MessageSliceWriter", "SliceLimits", "auto_slice_limits"]
+__all__ = [
+    "ChannelWriter",
+    "MessageSliceWriter",
+    "SliceLimits",
+    "WriteMark",
+    "auto_slice_limits",
+]
 
 _U32 = struct.Struct("<I")
 _SECOND = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMark:
+    """Where a slice's two files ended, and its counters, before a write."""
+
+    dat_size: int
+    idx_size: int
+    counters: tuple[int, int, int, int, int, int]
 
 
 class MessageSliceWriter:
@@ -126,6 +141,26 @@ class MessageSliceWriter:
         self._offset = offset
         if self._buffer_size <= 0 or len(self._data) > self._buffer_size:
             self.flush()
+
+    def mark(self) -> WriteMark:
+        """Where the files end now (nothing buffered), for :meth:`rollback`."""
+        self.flush()
+        counters = (self.count, self.total_bytes, self.first_seq, self.last_seq)
+        stamps = (self.first_timestamp, self.last_timestamp)
+        return WriteMark(self._offset, os.fstat(self._idx_fd).st_size, (*counters, *stamps))
+
+    def rollback(self, mark: WriteMark) -> None:
+        """Forget what was appended since ``mark`` after a failed write (a full disk):
+        both files are cut back, so no half-written record stays behind and the next
+        write can succeed once there is room. Shrinking a file needs no space."""
+        # New buffers: the failed write's traceback may still hold a view of the old.
+        self._data = bytearray()
+        self._index = bytearray()
+        os.ftruncate(self._dat_fd, mark.dat_size)
+        os.ftruncate(self._idx_fd, mark.idx_size)
+        self._offset = mark.dat_size
+        self.count, self.total_bytes, self.first_seq, self.last_seq = mark.counters[:4]
+        self.first_timestamp, self.last_timestamp = mark.counters[4:]
 
     @property
     def offset(self) -> int:
