@@ -1,4 +1,8 @@
-"""The plan as JSON-ready data (``stanpkg plan``), secrets redacted."""
+"""The plan as JSON-ready data (``stanpkg plan``), secrets redacted.
+
+What is hidden is said by the options table: a secret option's value entirely, the
+password (or token) of the URLs in an option marked ``url_credentials``.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,14 @@ from typing import Any
 
 from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.model import Plan, Secret
+from stanpkg.plan.options import BY_PATH
+from stanpkg.plan.redact import REDACTED, redact_urls
 
-REDACTED = "<redacted>"
+# Fields of the plan holding an options-table section, by field name.
+_SECTIONS = frozenset({"file_options", "sql_options", "cluster", "tls", "nats_server"})
 
 
-def _value(value: object) -> Any:
+def _value(value: object, section: str = "") -> Any:
     if isinstance(value, Secret):
         return REDACTED if value else ""
     if isinstance(value, Enum):
@@ -25,7 +32,7 @@ def _value(value: object) -> Any:
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: _field(f.name, getattr(value, f.name))
+            f.name: _field(section, f.name, getattr(value, f.name))
             for f in dataclasses.fields(value)
             if f.name not in _NOT_DUMPED
         }
@@ -37,11 +44,19 @@ def _value(value: object) -> Any:
 _NOT_DUMPED = frozenset({"passthrough_positions"})  # bookkeeping for error messages
 
 
-def _field(name: str, value: object) -> Any:
+def _field(section: str, name: str, value: object) -> Any:
     # NATS passthrough text may hold account passwords: show only its size.
     if name == "passthrough" and value:
         return f"{REDACTED} ({len(str(value))} bytes of NATS configuration)"
-    return _value(value)
+    opt = BY_PATH.get(f"{section}.{name}" if section else name)
+    if opt is not None and opt.secret:
+        return REDACTED if value else ""
+    if opt is not None and opt.url_credentials:
+        if isinstance(value, str):
+            return redact_urls(value)
+        if isinstance(value, tuple):
+            return [redact_urls(str(v)) for v in value]
+    return _value(value, name if not section and name in _SECTIONS else "")
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -49,7 +64,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     for f in dataclasses.fields(plan):
         if f.name == "provenance":
             continue
-        out[f.name] = _value(getattr(plan, f.name))
+        out[f.name] = _field("", f.name, getattr(plan, f.name))
     out["mode"] = plan.mode.value
     out["provenance"] = {path: str(src) for path, src in sorted(plan.provenance.items())}
     return out

@@ -14,6 +14,7 @@ import re
 from stanpkg.conf import Position
 from stanpkg.plan.diagnostics import Diagnostic, error
 from stanpkg.plan.model import NatsServerOptions
+from stanpkg.plan.redact import redact_urls
 
 # "nats.conf:12:3: unknown field "bogus"" (the file name as the checker shows it).
 _POSITIONED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+):\s*(?P<message>.*)$")
@@ -39,7 +40,9 @@ def nats_problem(
     problem: str, generated: str, generated_name: str, nats: NatsServerOptions
 ) -> Diagnostic:
     """One line of ``nats-server -t`` output about ``generated`` (shown as
-    ``generated_name``) as a diagnostic at the operator's file and line."""
+    ``generated_name``) as a diagnostic at the operator's file and line. The URLs it
+    quotes (a route's, a leafnode remote's) lose their passwords."""
+    problem = redact_urls(problem)
     match = _POSITIONED.match(problem)
     if match is None or match["file"] != generated_name:
         match = _PARSE_ERROR.match(problem)

@@ -83,6 +83,7 @@ class Option:
     choices: tuple[str, ...] = ()  # case-insensitive allowed values of a STRING
     env: str = ""  # environment variable that overrides the file (flags still win)
     secret: bool = False  # never printed, never written into a plan dump
+    url_credentials: bool = False  # URLs: the password (or token) in them is never shown
     per_channel: bool = False  # also a key of per-channel limit maps
     file_path: bool = False  # names a file that must exist and be readable
     metavar: str = ""
@@ -172,6 +173,7 @@ OPTIONS: tuple[Option, ...] = (
         "Connect to this external NATS Server URL (embedded otherwise)",
         keys=("nats_server_url", "ns", "nats_server"),
         flags=("-ns", "--nats_server"),
+        url_credentials=True,
     ),
     Option(
         "credentials",
@@ -1046,6 +1048,7 @@ OPTIONS: tuple[Option, ...] = (
         "Routes to solicit and connect",
         flags=("--routes",),
         metavar="rurl-1, rurl-2",
+        url_credentials=True,
     ),
     Option(
         "nats_server.cluster_listen",
@@ -1054,6 +1057,7 @@ OPTIONS: tuple[Option, ...] = (
         "Cluster URL for solicited routes",
         flags=("--cluster",),
         metavar="cluster-url",
+        url_credentials=True,
     ),
     Option(
         "nats_server.cluster_name",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from stanpkg.plan.context import Context
 from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.options import OPTIONS, Kind
+from stanpkg.plan.redact import redact_urls
 from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.plan.subjects import channel_name_problem, is_literal
 from stanpkg.plan.syslog_address import parse_remote_syslog
@@ -346,6 +348,26 @@ def check_remote_syslog(ctx: Context) -> None:
         ctx.error(path, f"remote_syslog: {exc}", "invalid-value")
 
 
+def check_nats_urls(ctx: Context) -> None:
+    """The NATS cluster's URLs (--cluster, --routes): a port that is a number from 0 to
+    65535, as Go's URL parser wants it. Shown without their password."""
+    for opt in (o for o in OPTIONS if o.url_credentials and o.section == "nats_server"):
+        path = tuple(opt.path.split("."))
+        value = ctx.value(path)
+        urls = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for url in urls:
+            if not isinstance(url, str) or "://" not in url:
+                continue
+            try:
+                urlsplit(url).port  # noqa: B018 - raises on a bad port
+            except ValueError:
+                ctx.error(
+                    path,
+                    f'{opt.name}: "{redact_urls(url)}" has no valid port (a number 0-65535)',
+                    "invalid-value",
+                )
+
+
 RULES: tuple[Rule, ...] = (
     check_identity,
     check_channels,
@@ -356,6 +378,7 @@ RULES: tuple[Rule, ...] = (
     check_tls,
     check_files,
     check_remote_syslog,
+    check_nats_urls,
 )
 
 

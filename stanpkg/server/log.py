@@ -15,6 +15,7 @@ import threading
 from datetime import datetime
 from typing import TextIO
 
+from stanpkg.plan.redact import redact_urls
 from stanpkg.server.syslog import SyslogWriter
 
 __all__ = ["Logger", "format_line", "parse_nats_line"]
@@ -75,6 +76,7 @@ class Logger:
         return os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
 
     def _write(self, level: str, text: str) -> None:
+        text = redact_urls(text)  # e.g. a NATS URL with its password, in a reconnect line
         if self._syslog is not None:
             with self._lock:
                 self._syslog.write(level, text)
