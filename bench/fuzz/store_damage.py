@@ -35,6 +35,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError, SubRecord
 from stanpkg.stores.file import FileStore, FileStoreConfig, config_from_plan
 from stanpkg.stores.file.format import RecordScan
+from stanpkg.stores.file.format.framing import VERSION_HEADER
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "filestore"
 GO_FIXTURES = ("plain", "expired")  # unencrypted ones: a damaged copy is read as is
@@ -204,7 +205,9 @@ def damage_one(pristine: Path, work: Path, rng: random.Random, report: Report, l
         # The option repairs a cut record of clients.dat, subs.dat or a message file;
         # as in the reference, not a cut version header nor server.dat.
         repairable = "unexpected EOF" in text and "file version" not in text
-        if truncate and repairable and kind != "server.dat":
+        if kind == "server.dat":
+            _reset_server_file(work, original, report, what)
+        elif truncate and repairable:
             _truncate_bad_eof(work, keep, original, report, what, kind)
         return
     except Exception:
@@ -231,6 +234,21 @@ def _unreported_losses(got: Messages, original: Messages, log: _Quiet, kind: str
             if not said or not _OFFSET.search(said[0]):
                 return f"message {channel}#{seq} skipped without an error naming its offset"
     return ""
+
+
+def _reset_server_file(work: Path, original: Messages, report: Report, what: str) -> None:
+    """The documented repair of server.dat: cut it to its 4-byte header; the server
+    writes it anew and recovers the channels (the reference's v0.25 rule)."""
+    path = work / "server.dat"
+    path.write_bytes(VERSION_HEADER)  # what `truncate -s 4 server.dat` leaves of a good one
+    try:
+        got = recovered_messages(work)
+    except Exception:
+        report.failures.append(f"{what} (server.dat reset): {traceback.format_exc(limit=-3)}")
+        return
+    if got != original:
+        report.failures.append(f"{what}: server.dat reset, but messages differ")
+    report.outcomes["server.dat: recovered once cut to its header"] += 1
 
 
 def _rebuild_index(work: Path, rel: str, original: Messages, report: Report, what: str) -> None:

@@ -39,6 +39,7 @@ def test_damaged_stores_fixed_seed(tmp_path: Path) -> None:
     assert outcomes["msgs.N.dat cut: recovered with -file_truncate_bad_eof"] > 0
     assert outcomes["subs.dat cut: recovered with -file_truncate_bad_eof"] > 0
     assert outcomes["clients.dat cut: recovered with -file_truncate_bad_eof"] > 0
+    assert outcomes["server.dat: recovered once cut to its header"] > 0
 
 
 def _flip_in_first_record(root: Path, name: str) -> Path:
