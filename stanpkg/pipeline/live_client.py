@@ -144,8 +144,7 @@ def channel_bounds(options: LiveOptions, known: Iterable[str] = ()) -> dict[str,
     """Bounds of the channels the options select (and of ``known`` ones still there)."""
     if options.monitor:
         return _monitor_bounds(options, set(known))
-    names = [p for p in options.channels.patterns]
-    return asyncio.run(_probe_bounds(options, names))
+    return asyncio.run(_probe_bounds(options, list(options.channels.patterns), set(known)))
 
 
 def _monitor_get(options: LiveOptions, query: dict[str, str]) -> dict[str, object] | None:
@@ -194,12 +193,19 @@ def _monitor_bounds(options: LiveOptions, known: set[str]) -> dict[str, ChannelB
     return bounds
 
 
-async def _probe_bounds(options: LiveOptions, names: list[str]) -> dict[str, ChannelBounds]:
+async def _probe_bounds(
+    options: LiveOptions, names: list[str], known: set[str]
+) -> dict[str, ChannelBounds]:
     """First/last sequences by subscribing at First and LastReceived (the first delivered
-    message of each); a channel with no message delivers nothing within probeTimeout."""
+    message of each); a channel with no message delivers nothing within probeTimeout.
+    The first sequence only matters where a channel starts: not probed for ``known`` ones."""
+
+    async def first(name: str) -> int:
+        return 1 if name in known else await _probe(stan, options, name, pb.First)
+
     async with connected(options, "probe") as stan:
         found = await asyncio.gather(
-            *(_probe(stan, options, name, pb.First) for name in names),
+            *(first(name) for name in names),
             *(_probe(stan, options, name, pb.LastReceived) for name in names),
         )
     firsts, lasts = found[: len(names)], found[len(names) :]
