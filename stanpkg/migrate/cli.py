@@ -18,6 +18,7 @@ from stanpkg.transport.endpoint import NatsEndpoint
 __all__ = ["EXIT_DIFFERENT", "migrate_main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIFFERENT = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 PROG = "stanpkg migrate"
 
 
@@ -115,6 +116,8 @@ def migrate_main(argv: list[str]) -> int:
         summary = asyncio.run(_run(args, source, request, emit, progress))
     except (SourceError, DestinationError, MigrateError) as exc:
         return _fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted: run the same command again to continue", EXIT_INTERRUPTED)
     print(json.dumps(summary.as_dict(), indent=2) if as_json else summary.text())
     return EXIT_OK if summary.verified else EXIT_DIFFERENT
 

@@ -6,6 +6,8 @@ sequence, each write expecting its predecessor, so nothing is ever stored twice)
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -31,7 +33,7 @@ from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 
-__all__ = ["Destination", "DestinationError", "Plan", "Step", "migrated_id"]
+__all__ = ["ChannelPlan", "Destination", "DestinationError", "Step", "migrated_id"]
 
 READY_TIMEOUT = 30.0  # for JetStream to answer (a cluster electing its meta leader)
 
@@ -48,7 +50,7 @@ class Step(Enum):
 
 
 @dataclass(frozen=True)
-class Plan:
+class ChannelPlan:
     """What migrating one channel does: ``next_seq`` is the first sequence to write."""
 
     step: Step
@@ -135,19 +137,21 @@ class Destination:
         stream.writer_id = self._writer_id
         return stream
 
-    async def plan_channel(self, channel: str, first_seq: int, last_seq: int) -> Plan:
+    async def plan_channel(self, channel: str, first_seq: int, last_seq: int) -> ChannelPlan:
         """What to do for a channel whose source holds ``first_seq..last_seq``, judged by
         the stream's bounds (the caller compares the messages at those bounds)."""
         state = await find_stream_state(self._conn, stream_name(self.cluster_id, channel))
         start = max(first_seq, 1)
         if state is None:
-            return Plan(Step.CREATE, start, None)
+            return ChannelPlan(Step.CREATE, start, None)
         if state.msgs == 0:
             if state.last_seq == start - 1:
-                return Plan(Step.RESUME if start <= last_seq else Step.DONE, start, state)
+                return ChannelPlan(Step.RESUME if start <= last_seq else Step.DONE, start, state)
             if state.last_seq < start - 1:
-                return Plan(Step.RESUME, start, state, "empty stream moved to the first sequence")
-            return Plan(
+                return ChannelPlan(
+                    Step.RESUME, start, state, "empty stream moved to the first sequence"
+                )
+            return ChannelPlan(
                 Step.CONFLICT,
                 start,
                 state,
@@ -155,28 +159,27 @@ class Destination:
                 f"first sequence {start}",
             )
         if state.first_seq != start or state.last_seq > last_seq:
-            return Plan(
+            return ChannelPlan(
                 Step.CONFLICT,
                 start,
                 state,
                 f"the stream holds {state.first_seq}..{state.last_seq}, the source "
                 f"{first_seq}..{last_seq}",
             )
-        return Plan(
+        return ChannelPlan(
             Step.RESUME if state.last_seq < last_seq else Step.DONE, state.last_seq + 1, state
         )
 
     async def stored_message(self, channel: str, sequence: int) -> Message | None:
-        name = stream_name(self.cluster_id, channel)
-        async for seq, headers, data in read_range(self._conn, name, sequence, sequence):
-            record = pb.MsgProto.FromString(
-                from_stream_message(seq, headers, data, channel=channel)
-            )
-            return Message(record.sequence, record.reply, record.timestamp, record.data)
+        async with contextlib.aclosing(self.read_messages(channel, sequence, sequence)) as found:
+            async for message in found:
+                return message
         return None
 
-    async def read_messages(self, channel: str, first: int, last: int):  # type: ignore[no-untyped-def]
-        """The stream's messages first..last (an async iterator of :class:`Message`)."""
+    async def read_messages(
+        self, channel: str, first: int, last: int
+    ) -> AsyncGenerator[Message, None]:
+        """The stream's messages first..last."""
         name = stream_name(self.cluster_id, channel)
         async for seq, headers, data in read_range(self._conn, name, first, last):
             record = pb.MsgProto.FromString(
@@ -187,7 +190,7 @@ class Destination:
     async def stream_state(self, channel: str) -> StreamState | None:
         return await find_stream_state(self._conn, stream_name(self.cluster_id, channel))
 
-    async def prepare(self, stream: ChannelStream, plan: Plan, *, replace: bool) -> int:
+    async def prepare(self, stream: ChannelStream, plan: ChannelPlan, *, replace: bool) -> int:
         """Create or reuse the channel's stream; the first sequence to write."""
         try:
             if plan.step is Step.CONFLICT:

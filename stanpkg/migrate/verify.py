@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from stanpkg.migrate.destination import Destination, Message
@@ -125,7 +126,7 @@ def _note(check: ChannelCheck, difference: str) -> None:
         check.differences.append("(more differences not listed)")
 
 
-async def _next(messages) -> Message | None:  # type: ignore[no-untyped-def]
+async def _next(messages: AsyncIterator[Message] | None) -> Message | None:
     if messages is None:
         return None
     try:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import signal
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from stanpkg.proto import spb_pb2 as spb
@@ -35,12 +38,19 @@ from tests.pipeline.helpers import BASE_TS, TS_STEP, message_payload, write_stor
 PROGRESS_JSON = ("--progress-every", "0.05", "--format", "json")
 
 
+@contextlib.asynccontextmanager
+async def jetstream(url: str) -> AsyncIterator[JetStreamContext]:
+    nc = await nats.connect(url)
+    try:
+        yield nc.jetstream()
+    finally:
+        await nc.close()
+
+
 async def stream_messages(url: str, cluster_id: str, channel: str) -> list[dict[str, Any]]:
     """The channel as any JetStream client reads it: an ordered consumer on the channel's
     subject; the STAN fields from the headers, the sequence from the stream."""
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
+    async with jetstream(url) as js:
         info = await js.stream_info(stream_name(cluster_id, channel))
         found: list[dict[str, Any]] = []
         if info.state.messages == 0:
@@ -59,8 +69,6 @@ async def stream_messages(url: str, cluster_id: str, channel: str) -> list[dict[
             )
         await sub.unsubscribe()
         return found
-    finally:
-        await nc.close()
 
 
 def expected_messages(manifest: dict[str, Any], channel: str) -> list[dict[str, Any]]:
@@ -87,9 +95,7 @@ async def test_a_go_fixture_keeps_its_sequences_and_its_files(
     assert summary["cluster_id"] == cluster_id
     expected = {c["name"]: c for c in copy.manifest["expected"]["channels"]}
     assert [c["name"] for c in summary["channels"]] == sorted(expected)
-    nc = await nats.connect(jetstream_url)
-    try:
-        js = nc.jetstream()
+    async with jetstream(jetstream_url) as js:
         for channel, want in expected.items():
             state = (await js.stream_info(stream_name(cluster_id, channel))).state
             assert (state.first_seq, state.last_seq, state.messages) == (
@@ -97,8 +103,6 @@ async def test_a_go_fixture_keeps_its_sequences_and_its_files(
                 want["last_seq"],
                 want["msgs"],
             ), channel
-    finally:
-        await nc.close()
     for channel in expected:
         assert await stream_messages(jetstream_url, cluster_id, channel) == expected_messages(
             copy.manifest, channel
@@ -114,11 +118,8 @@ async def test_a_dry_run_writes_nothing_and_a_second_run_neither(
     args = ("--config", str(copy.config), "--nats", jetstream_url)
     dry = migrate_json(*args, "--dry-run")
     assert [c["action"] for c in dry["channels"]] == ["create", "create", "create"]
-    nc = await nats.connect(jetstream_url)
-    try:
-        assert await nc.jetstream().streams_info() == []
-    finally:
-        await nc.close()
+    async with jetstream(jetstream_url) as js:
+        assert await js.streams_info() == []
     migrate_json(*args)
     again = migrate_json(*args, "--verify")
     assert [c["action"] for c in again["channels"]] == ["done", "done", "done"]
@@ -194,9 +195,7 @@ async def test_an_interrupted_run_resumes_and_writes_each_message_once(
             break
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
-    nc = await nats.connect(jetstream_url)
-    try:
-        js = nc.jetstream()
+    async with jetstream(jetstream_url) as js:
         name = stream_name("pipe-test", "ticks")
         partial = (await js.stream_info(name)).state
         assert 0 < partial.last_seq < count
@@ -209,17 +208,13 @@ async def test_an_interrupted_run_resumes_and_writes_each_message_once(
         assert summary["verified"] is True
         state = (await js.stream_info(name)).state
         assert (state.first_seq, state.last_seq, state.messages) == (1, count, count)
-    finally:
-        await nc.close()
 
 
 async def _rewrite_with(url: str, cluster_id: str, channel: str, changes: dict[int, bytes]) -> None:
     """Replace the channel's stream by one with the same messages except ``changes``
     (sequence -> payload): JetStream alters no stored message, so the stream is rebuilt."""
     messages = await stream_messages(url, cluster_id, channel)
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
+    async with jetstream(url) as js:
         name = stream_name(cluster_id, channel)
         config: StreamConfig = (await js.stream_info(name)).config
         await js.delete_stream(name)
@@ -232,8 +227,6 @@ async def _rewrite_with(url: str, cluster_id: str, channel: str, changes: dict[i
             data = changes.get(m["sequence"], m["data"])
             ack = await js.publish(stream_subject(cluster_id, channel), data, headers=headers)
             assert ack.seq == m["sequence"]
-    finally:
-        await nc.close()
 
 
 async def test_verify_names_an_altered_message(tmp_path: Path, jetstream_url: str) -> None:
@@ -300,9 +293,7 @@ async def test_another_cluster_id_names_the_streams_and_the_records(
         "--config", str(copy.config), "--nats", jetstream_url, "--cluster-id", "ledger-west"
     )
     assert summary["cluster_id"] == "ledger-west"
-    nc = await nats.connect(jetstream_url)
-    try:
-        js = nc.jetstream()
+    async with jetstream(jetstream_url) as js:
         names = sorted([info.config.name for info in await js.streams_info()])
         assert names == sorted(
             ["KV_STAN_ledger-west_state"]
@@ -316,5 +307,3 @@ async def test_another_cluster_id_names_the_streams_and_the_records(
         channels = [kv_key("channel", c["name"]) for c in summary["channels"]]
         assert set(channels) | {"server", kv_key("client", "svc-alpha")} <= set(keys)
         assert len([k for k in keys if k.startswith("sub.")]) == 4
-    finally:
-        await nc.close()
