@@ -1,6 +1,9 @@
-"""stanpkg's data pipeline: query and export what a FILE store holds, with Spark.
+"""stanpkg's data pipeline: query and export what a FILE store holds, with Spark, and
+follow a live server's channels with Spark Structured Streaming.
 
-* ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.source``);
+* ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.source``): files
+  on disk with ``path``/``config``, a live server with ``servers``
+  (``stanpkg.pipeline.live_source``, also ``spark.readStream``);
 * ``stanpkg export`` / ``stanpkg.pipeline.export`` writes messages out incrementally;
 * ``stanpkg archive-slice`` / ``python -m stanpkg.pipeline.archive`` is a ready
   ``slice_archive_script``.
