@@ -304,3 +304,31 @@ def make_input(seed: int, index: int, seeds: list[bytes]) -> bytes:
     if index % 3 == 2:
         return generate(rng)
     return mutate(rng, seeds)
+
+
+_FLAGGED = [o for o in OPTIONS if o.flags]
+_FLAG_VALUES = [
+    *("", "-1", "0", "1", "65536", "99999999999999999999", "1MB", "-5KB", "1.5", "1h", "-1s"),
+    *("abc", "true", "false", "T", "a,b,,c", "nats://u:p@127.0.0.1:-1", "nats://h:99999"),
+    *("nats://t@h:4222", "udp://x:514", "/nonexistent/file", "MEMORY", "file", "AES", "é"),
+]
+
+
+def make_flags(seed: int, index: int) -> list[str]:
+    """Command-line flags for input ``index``: none for 2 in 3 inputs, else one to three
+    flags of the options table with awkward values, in every spelling Go's flag takes."""
+    rng = random.Random(seed * 7_919 + index)
+    if rng.random() < 2 / 3:
+        return []
+    argv: list[str] = []
+    for _ in range(rng.randint(1, 3)):
+        opt = rng.choice(_FLAGGED)
+        flag = rng.choice(opt.flags)
+        value = rng.choice(_FLAG_VALUES)
+        if opt.kind is Kind.BOOL:
+            argv.append(flag if rng.random() < 0.5 else f"{flag}={value}")
+        elif rng.random() < 0.3:
+            argv.append(f"{flag}={value}")
+        else:
+            argv += [flag, value]
+    return argv

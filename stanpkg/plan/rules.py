@@ -360,10 +360,11 @@ def check_nats_urls(ctx: Context) -> None:
                 continue
             try:
                 urlsplit(url).port  # noqa: B018 - raises on a bad port
-            except ValueError:
+            except ValueError as exc:
+                reason = "its port must be a number from 0 to 65535" if "ort" in str(exc) else exc
                 ctx.error(
                     path,
-                    f'{opt.name}: "{redact_urls(url)}" has no valid port (a number 0-65535)',
+                    f'{opt.name}: "{redact_urls(url)}" is not a valid URL: {reason}',
                     "invalid-value",
                 )
 

@@ -1,4 +1,4 @@
-"""The NATS cluster URLs of --cluster and --routes: a bad port is a diagnostic naming the
+"""The NATS cluster URLs of --cluster and --routes: a bad port (or URL) is a diagnostic naming the
 flag, never a traceback of ``stanpkg validate`` (which renders the embedded server's
 configuration from them), and the URL is shown without its password."""
 
@@ -14,21 +14,27 @@ from stanpkg.cli import main
     [
         (
             ["--cluster", "nats://u:s3cr3t@127.0.0.1:-1"],
-            '--cluster: error: cluster_listen: "nats://u:<redacted>@127.0.0.1:-1" has no valid '
-            "port (a number 0-65535)",
+            '--cluster: error: cluster_listen: "nats://u:<redacted>@127.0.0.1:-1" is not a valid '
+            "URL: its port must be a number from 0 to 65535",
         ),
         (
             ["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://a:6222,nats://t0k@b:x"],
-            '--routes: error: routes: "nats://<redacted>@b:x" has no valid port (a number 0-65535)',
+            '--routes: error: routes: "nats://<redacted>@b:x" is not a valid URL: its port must '
+            "be a number from 0 to 65535",
         ),
         (
             ["--cluster", "nats://127.0.0.1:99999"],
-            '--cluster: error: cluster_listen: "nats://127.0.0.1:99999" has no valid port '
-            "(a number 0-65535)",
+            '--cluster: error: cluster_listen: "nats://127.0.0.1:99999" is not a valid URL: its '
+            "port must be a number from 0 to 65535",
+        ),
+        (
+            ["--cluster", "nats://u:s3cr3t@[::1"],
+            '--cluster: error: cluster_listen: "nats://u:<redacted>@[::1" is not a valid URL: '
+            "Invalid IPv6 URL",
         ),
     ],
 )
-def test_a_bad_port(flags: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_url(flags: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", *flags]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [expected, "invalid: 1 error"]
