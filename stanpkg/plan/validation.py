@@ -71,6 +71,15 @@ def _shown(opt: Option, value: object) -> str:
     return str(value)
 
 
+def describe_kind(value: object) -> str:
+    """A value's type only: what a message may say of a secret."""
+    text = describe_value(value)
+    for kind in ("boolean", "number", "string", "date"):
+        if text.startswith(f"the {kind} "):
+            return f"a {kind}"
+    return text
+
+
 def _message(err: ValidationError, path: Path, opt: Option | None) -> str:
     name = path[-1] if path else "configuration"
     channel = f'channel "{path[2]}": ' if len(path) == 4 and path[1] == "channels" else ""
@@ -78,7 +87,9 @@ def _message(err: ValidationError, path: Path, opt: Option | None) -> str:
         expected = _EXPECTED.get(str(err.validator_value), str(err.validator_value))
         if opt is not None and opt.kind is Kind.SIZE:
             expected = "a size (an integer, optionally with a suffix such as 10MB or 1GiB)"
-        return f"{channel}{name} must be {expected}, got {describe_value(err.instance)}"
+        secret = opt is not None and opt.secret
+        got = describe_kind(err.instance) if secret else describe_value(err.instance)
+        return f"{channel}{name} must be {expected}, got {got}"
     if err.validator in ("minimum", "maximum") and opt is not None:
         text = (
             opt.range_error.format(value=_shown(opt, err.instance))
