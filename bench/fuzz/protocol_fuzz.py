@@ -50,6 +50,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors
 from stanpkg.server.clients import is_valid_client_id
 from stanpkg.server.identity import STAN_VERSION
+from stanpkg.server.lenient import twin_message
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
 from stanpkg.server.server import StreamingServer
@@ -243,25 +244,44 @@ def _decode(cls: type[Message], payload: bytes) -> Any:
         return None
 
 
+def _as_reference(name: str, payload: bytes) -> Any:
+    """The request as the reference decodes it: strings are bytes, UTF-8 or not."""
+    return _decode(twin_message(name), payload)
+
+
+def _as_str(raw: bytes) -> str:
+    return raw.decode(errors="surrogateescape")  # not UTF-8: matches no valid ID or name
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def expected(kind: str, payload: bytes) -> set[str] | None:
     """The answers the reference may give (error texts, "" for success, NO_REPLY), or
     None when the outcome depends on state the harness does not track."""
     if kind == "discover":
-        req = _decode(pb.ConnectRequest, payload)
+        req = _as_reference("ConnectRequest", payload)
         if req is None or not req.heartbeatInbox:
             return {errors.INVALID_CONN_REQ}
-        if not is_valid_client_id(req.clientID):
+        if not is_valid_client_id(_as_str(req.clientID)):
             return {errors.INVALID_CLIENT_ID}
+        if not _utf8(req.heartbeatInbox):  # the reference registers it; stanpkg refuses
+            return {errors.INVALID_CONN_REQ}
         return {"", errors.CLIENT_ALREADY_REGISTERED}
     if kind == "publish":
-        pm = _decode(pb.PubMsg, payload)
+        pm = _as_reference("PubMsg", payload)
         if pm is None:
             return {NO_REPLY} if is_ctrl_msg(payload) else {errors.INVALID_PUB_REQ}
-        if not pm.guid or not is_valid_channel_name(pm.subject, allow_wildcards=False):
+        if not pm.guid or not is_valid_channel_name(_as_str(pm.subject), allow_wildcards=False):
             return {errors.INVALID_PUB_REQ}
         return None  # depends on whether the publisher is registered
     if kind == "subscribe":
-        req = _decode(pb.SubscriptionRequest, payload)
+        req = _as_reference("SubscriptionRequest", payload)
         if req is None:
             return {errors.INVALID_SUB_REQ}
         if not req.clientID:
@@ -272,17 +292,20 @@ def expected(kind: str, payload: bytes) -> set[str] | None:
             return {errors.INVALID_MAX_INFLIGHT}
         if not 0 <= req.startPosition <= 4:
             return {errors.INVALID_START}
-        if not is_valid_channel_name(req.subject, allow_wildcards=False):
+        if not is_valid_channel_name(_as_str(req.subject), allow_wildcards=False):
             return {errors.INVALID_SUBJECT}
+        if not _utf8(req.clientID):
+            return {errors.UNKNOWN_CLIENT}
         return None
     if kind in ("unsubscribe", "subclose"):
-        if _decode(pb.UnsubscribeRequest, payload) is None:
+        if _as_reference("UnsubscribeRequest", payload) is None:
             return {errors.INVALID_UNSUB_REQ}
         return {errors.UNKNOWN_CHANNEL, errors.INVALID_SUB, errors.UNKNOWN_CLIENT, ""}
     if kind == "close":
-        if _decode(pb.CloseRequest, payload) is None:
+        req = _as_reference("CloseRequest", payload)
+        if req is None:
             return {errors.INVALID_CLOSE_REQ}
-        return {errors.UNKNOWN_CLIENT, ""}
+        return {errors.UNKNOWN_CLIENT} if not _utf8(req.clientID) else {errors.UNKNOWN_CLIENT, ""}
     if kind == "ack":
         return {NO_REPLY}
     ping = _decode(pb.Ping, payload)
@@ -291,22 +314,23 @@ def expected(kind: str, payload: bytes) -> set[str] | None:
     return {"", errors.CLIENT_GONE}
 
 
-_RESPONSE_TYPES: dict[str, type[Message]] = {
-    "discover": pb.ConnectResponse,
-    "publish": pb.PubAck,
-    "subscribe": pb.SubscriptionResponse,
-    "unsubscribe": pb.SubscriptionResponse,
-    "subclose": pb.SubscriptionResponse,
-    "close": pb.CloseResponse,
-    "ping": pb.PingResponse,
+_RESPONSE_TYPES = {
+    "discover": "ConnectResponse",
+    "publish": "PubAck",
+    "subscribe": "SubscriptionResponse",
+    "unsubscribe": "SubscriptionResponse",
+    "subclose": "SubscriptionResponse",
+    "close": "CloseResponse",
+    "ping": "PingResponse",
 }
 
 
 def answer_text(kind: str, data: bytes) -> str:
-    resp = _decode(_RESPONSE_TYPES.get(kind, pb.PingResponse), data)
+    # As the reference's clients read it: a PubAck echoes a guid that may not be UTF-8.
+    resp = _as_reference(_RESPONSE_TYPES.get(kind, "PingResponse"), data)
     if resp is None:
         return f"<undecodable {kind} answer>"
-    return str(resp.error)
+    return str(resp.error.decode(errors="replace"))
 
 
 def discover_subject(cluster_id: str) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors
+from stanpkg.server import errors, lenient
 from stanpkg.server.clients import Client, is_valid_client_id
 from stanpkg.stores.base import ClientRecord, StoreError
 
@@ -46,8 +46,11 @@ class ConnectionRequests:
         try:
             req = pb.ConnectRequest.FromString(payload)
         except DecodeError:
-            req = None
-        if req is None or not req.heartbeatInbox:
+            error = lenient.connect_error(payload)
+            server.log.error(f"Received invalid client connect request: {error}")
+            self._reply_connect_error(reply, error)
+            return
+        if not req.heartbeatInbox:
             server.log.error("Received invalid client connect request")
             self._reply_connect_error(reply, errors.INVALID_CONN_REQ)
             return
@@ -146,7 +149,7 @@ class ConnectionRequests:
             req = pb.CloseRequest.FromString(payload)
         except DecodeError:
             self.server.log.error("Received invalid close request")
-            self._reply_close(reply, errors.INVALID_CLOSE_REQ)
+            self._reply_close(reply, lenient.close_error(payload))
             return
         await self.server.ack_barrier()
         error = await self.close_client(req.clientID)

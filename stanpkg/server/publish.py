@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors
+from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel, ChannelError
 from stanpkg.server.wire import encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import StoreError
@@ -103,9 +103,7 @@ class PublishPipeline:
         try:
             pm = _PubMsg.FromString(payload)
         except DecodeError:
-            if not is_ctrl_msg(payload):
-                self.server.log.error(f"Received invalid client publish message on {subject}")
-                self._reply_error(reply, "", errors.INVALID_PUB_REQ)
+            self._undecodable(subject, reply, payload)
             return
         # Counted once decoded, before any other validation (monitoring.md §2).
         self.in_msgs += 1
@@ -130,6 +128,17 @@ class PublishPipeline:
             return
         self._queue.append(msg)
         self._wakeup.set()
+
+    def _undecodable(self, subject: str, reply: str, payload: bytes) -> None:
+        refusal = lenient.refused_publish(payload)
+        if refusal is not None:  # a PubMsg for the reference: counted, refused
+            self.in_msgs += 1
+            self.in_bytes += len(payload)
+        elif is_ctrl_msg(payload):
+            return  # legacy control message: dropped silently
+        self.server.log.error(f"Received invalid client publish message on {subject}")
+        if reply:
+            self.server.conn.publish(reply, refusal or encode_pub_ack("", errors.INVALID_PUB_REQ))
 
     def _invalid_publisher(self, msg: _Pending, client_id: str, conn_id: bytes) -> None:
         if self.server.partitions is not None:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
-from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors
+from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel, ChannelError
 from stanpkg.server.clients import Client
+from stanpkg.server.sub_validation import request_error
 from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
@@ -59,17 +59,9 @@ class SubscribeRequests:
             self.server.conn.publish(reply, payload)
 
     def _validate(self, req: pb.SubscriptionRequest) -> str | None:
-        if not req.clientID:
-            return errors.CLIENT_ID_MISSING
-        if req.ackWaitInSecs <= 0:
-            return errors.INVALID_ACK_WAIT
-        if req.maxInFlight <= 0:
-            return errors.INVALID_MAX_INFLIGHT
-        if not pb.NewOnly <= req.startPosition <= pb.First:
-            return errors.INVALID_START
-        if not is_valid_channel_name(req.subject, allow_wildcards=False):
-            return errors.INVALID_SUBJECT
-        return None
+        return request_error(
+            bool(req.clientID), req.ackWaitInSecs, req.maxInFlight, req.startPosition, req.subject
+        )
 
     async def _subscribe(self, reply: str, payload: bytes) -> None:
         server = self.server
@@ -77,7 +69,9 @@ class SubscribeRequests:
             req = pb.SubscriptionRequest.FromString(payload)
         except DecodeError:
             server.log.error("Received invalid subscription request")
-            self._reply_error(reply, errors.INVALID_SUB_REQ)
+            registered = server.clients.get
+            refusal = lenient.subscription_error(payload, lambda cid: registered(cid) is not None)
+            self._reply_error(reply, refusal)
             return
         error = self._validate(req)
         if error is not None:

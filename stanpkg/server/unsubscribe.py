@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors
+from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel
 from stanpkg.server.clients import Client
 from stanpkg.server.subscriptions import QueueGroup, Subscription
@@ -43,7 +43,7 @@ class Removals:
             req = pb.UnsubscribeRequest.FromString(payload)
         except DecodeError:
             server.log.error(f"Invalid {action} request")
-            self._reply(reply, errors.INVALID_UNSUB_REQ)
+            self._reply(reply, lenient.unsubscribe_error(payload, self._has_channel, self._has_sub))
             return
         if server.partitions is not None and not server.partitions.handles(req.subject):
             return  # another server of the partition answers
@@ -69,6 +69,13 @@ class Removals:
         await channel.subs_store.flush()
         server.channels.start_inactivity_timer(channel)
         self._reply(reply, None)
+
+    def _has_channel(self, name: str) -> bool:
+        return self.server.channels.get(name) is not None
+
+    def _has_sub(self, name: str, inbox: str) -> bool:
+        channel = self.server.channels.get(name)
+        return channel is not None and (inbox in channel.by_ack_inbox or inbox in channel.by_inbox)
 
     async def remove_client_subscriptions(self, client: Client) -> None:
         """Connection closed or lost: every subscription of the client leaves."""

@@ -82,3 +82,8 @@ def test_expected_answers_follow_the_reference() -> None:
         clientID="a", subject="foo.*", ackWaitInSecs=1, maxInFlight=1
     ).SerializeToString()
     assert fuzz.expected("subscribe", wildcard) == {errors.INVALID_SUBJECT}
+    # Strings that are not UTF-8 decode in the reference (gogo protobuf): its next
+    # check answers.
+    not_utf8_id = b"\x0a\x02\xc3\x28\x12\x01x"  # ConnectRequest{clientID: c3 28, inbox: x}
+    assert fuzz.expected("discover", not_utf8_id) == {errors.INVALID_CLIENT_ID}
+    assert fuzz.expected("close", b"\x0a\x01\xff") == {errors.UNKNOWN_CLIENT}

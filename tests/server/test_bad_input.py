@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from typing import Any
 
 import nats
 
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import errors
 from tests.server.conftest import make_plan, running
 from tests.server.stan_client import StanClient, nats_flush
 
@@ -121,3 +123,64 @@ async def test_message_too_big_to_deliver_does_not_wedge(nats_url: str) -> None:
         assert log.contains("too large")
         assert server.channels.get("b").msgs.last_sequence == 2  # type: ignore[union-attr]
         await client.close()
+
+
+async def test_strings_that_are_not_utf8_get_the_references_answers(nats_url: str) -> None:
+    """The reference's decoder takes any bytes as a string; its next check answers
+    (protocol.md §3.1, §8.1, §11). Python's protobuf refuses them: stanpkg reads such a
+    request again with bytes for strings to answer the same."""
+    plan = make_plan()
+    async with running(plan, nats_url) as (_, log):
+        client = await StanClient.connect(nats_url, plan.cluster_id, "c")
+        sub = await client.subscribe("foo")
+        resp = client.resp
+        bad = b"\xc3\x28"
+
+        def field(number: int, raw: bytes) -> bytes:
+            return bytes((number << 3 | 2, len(raw))) + raw
+
+        def varint(number: int, value: int) -> bytes:
+            return bytes((number << 3, value))
+
+        async def answer(subject: str, payload: bytes, kind: type[Any]) -> str:
+            return str(kind.FromString(await client.request(subject, payload)).error)
+
+        discover = f"_STAN.discover.{plan.cluster_id}"
+        connect = field(1, bad) + field(2, b"_INBOX.x")
+        assert await answer(discover, connect, pb.ConnectResponse) == errors.INVALID_CLIENT_ID
+        no_inbox = field(1, bad)
+        assert await answer(discover, no_inbox, pb.ConnectResponse) == errors.INVALID_CONN_REQ
+        close = field(1, bad)
+        assert await answer(resp.closeRequests, close, pb.CloseResponse) == errors.UNKNOWN_CLIENT
+        valid = varint(5, 1) + varint(6, 1)  # maxInFlight, ackWaitInSecs
+        subscribe = field(1, bad) + field(2, b"foo") + field(4, b"in") + valid
+        got = await answer(resp.subRequests, subscribe, pb.SubscriptionResponse)
+        assert got == errors.UNKNOWN_CLIENT
+        wildcard = field(1, bad) + field(2, b"foo.*") + valid
+        got = await answer(resp.subRequests, wildcard, pb.SubscriptionResponse)
+        assert got == errors.INVALID_SUBJECT
+        for subject in (resp.unsubRequests, resp.subCloseRequests):
+            unknown_channel = field(1, b"c") + field(2, bad)
+            got = await answer(subject, unknown_channel, pb.SubscriptionResponse)
+            assert got == errors.UNKNOWN_CHANNEL
+            unknown_inbox = field(1, b"c") + field(2, b"foo") + field(3, bad)
+            got = await answer(subject, unknown_inbox, pb.SubscriptionResponse)
+            assert got == errors.INVALID_SUB
+            not_owner = field(1, bad) + field(2, b"foo") + field(3, sub.ack_inbox.encode())
+            got = await answer(subject, not_owner, pb.SubscriptionResponse)
+            assert got == errors.UNKNOWN_CLIENT
+        # A PubMsg with a guid that is not UTF-8: refused, the guid echoed byte for byte.
+        publish = field(2, bad) + field(3, b"foo") + field(6, client.conn_id)
+        got_raw = await client.request(f"{resp.pubPrefix}.foo", publish)
+        assert got_raw == field(1, bad) + field(2, errors.INVALID_PUB_REQ.encode())
+        # Truly malformed requests keep the "invalid ... request" answers.
+        cut = field(1, b"abc")[:-1]
+        assert await answer(discover, cut, pb.ConnectResponse) == errors.INVALID_CONN_REQ
+        assert await answer(resp.closeRequests, cut, pb.CloseResponse) == errors.INVALID_CLOSE_REQ
+        got = await answer(resp.unsubRequests, cut, pb.SubscriptionResponse)
+        assert got == errors.INVALID_UNSUB_REQ
+        # The subscription is still there and served.
+        await client.publish("foo", b"still")
+        assert (await sub.next()).data == b"still"
+        await client.close()
+        assert not log.contains("Traceback")
