@@ -118,6 +118,7 @@ async def test_a_migrated_fixture_is_served_by_the_cluster(
         for sub in channel["subscriptions"]
         if sub.get("durable_name") and sub["is_offline"]
     }
+    last_seqs = {c["name"]: c["last_seq"] for c in manifest["expected"]["channels"]}
     resumed = []
     for (channel, durable), (inflight, pending) in _pending(copy).items():
         if (channel, durable) not in owners:
@@ -131,6 +132,14 @@ async def test_a_migrated_fixture_is_served_by_the_cluster(
         assert sorted(m.sequence for m in redelivered) == pending, (channel, durable)
         assert all(m.redelivered for m in redelivered)
         await sub.assert_nothing(0.3)
+        # The cluster appends after the migrated messages, and the durable goes on from there.
+        await owner.publish(channel, b"after the migration")
+        (fresh,) = await sub.collect(1, timeout=10)
+        assert (fresh.sequence, fresh.data, fresh.redelivered) == (
+            last_seqs[channel] + 1,
+            b"after the migration",
+            False,
+        )
         await owner.close()
     if name in ("plain", "aes", "chacha"):  # each has an offline durable with pending messages
         assert resumed and all(pending for *_, pending in resumed), resumed
