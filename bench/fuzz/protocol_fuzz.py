@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import io
 import json
@@ -337,6 +338,33 @@ def discover_subject(cluster_id: str) -> str:
     return f"_STAN.discover.{cluster_id}"
 
 
+class _LogTail(io.StringIO):
+    """The server log as the run needs it: its tracebacks counted, its last lines
+    kept (the whole log would grow the harness's own memory by tens of MiB)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tracebacks = 0
+        self._tail: collections.deque[str] = collections.deque(maxlen=200)
+
+    def write(self, text: str) -> int:
+        self.tracebacks += text.count("Traceback")
+        self._tail.append(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self._tail)
+
+
+def _server_tasks() -> list[asyncio.Task[Any]]:
+    """The loop's tasks but aiohttp's handlers of the harness's own monitoring requests."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if not getattr(task.get_coro(), "__qualname__", "").startswith("RequestHandler.")
+    ]
+
+
 # -- measuring --------------------------------------------------------------------------
 
 
@@ -370,8 +398,8 @@ async def snapshot(http: aiohttp.ClientSession, base: str) -> Snapshot:
         subscriptions=online,
         rss=values.get("process_resident_memory_bytes", -1.0),
         open_fds=values.get("process_open_fds", -1.0),
-        tasks=len(asyncio.all_tasks()),
-        task_names=sorted(repr(task.get_coro()) for task in asyncio.all_tasks()),
+        tasks=len(_server_tasks()),
+        task_names=sorted(repr(task.get_coro()) for task in _server_tasks()),
         timers=_pending_timers(asyncio.get_running_loop()),
     )
 
@@ -493,7 +521,7 @@ async def fuzz(nats_url: str, rounds: int, seed: int, cluster_id: str = "fuzz") 
     report = Report(rounds=rounds, seed=seed)
     rng = random.Random(seed)
     plan = fuzz_plan(cluster_id)
-    log_text = io.StringIO()
+    log_text = _LogTail()
     log = Logger(stream=log_text, debug=False, trace=False)
     server = StreamingServer(plan, MemoryStore(plan.store_limits, log), log, mode=mode_for(plan))
     await server.start(NatsEndpoint(nats_url))
@@ -566,7 +594,7 @@ async def fuzz(nats_url: str, rounds: int, seed: int, cluster_id: str = "fuzz") 
         await nc.close()
         await monitor.stop()
         await server.stop()
-    report.tracebacks = log_text.getvalue().count("Traceback")
+    report.tracebacks = log_text.tracebacks
     if report.tracebacks:
         report.failures.append("Traceback in the server log:\n" + log_text.getvalue()[-3000:])
     return report

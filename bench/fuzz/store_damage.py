@@ -213,26 +213,46 @@ def damage_one(pristine: Path, work: Path, rng: random.Random, report: Report, l
     except Exception:
         report.failures.append(f"{what}: {traceback.format_exc(limit=-3)}")
         return
-    problem = _check_kept(got, keep, original) or _unreported_losses(got, original, log, kind)
+    problem = _check_kept(got, keep, original) or _unreported_losses(
+        got, original, log, kind if not truncate else "cut", str(path)
+    )
     if problem:
         report.failures.append(f"{what}: recovered, but {problem}")
     report.outcomes[f"{kind} {'cut' if truncate else 'flip'}: recovered"] += 1
     if kind == "msgs.N.idx" and got != original:
+        # The repair, on the damaged files as they were before any start: a start cuts
+        # the data file after its last index entry (records there are taken for a
+        # write that was never acknowledged).
+        shutil.rmtree(work)
+        shutil.copytree(pristine, work)
+        path.write_bytes(bytes(data))
         _rebuild_index(work, rel, original, report, what)
 
 
-def _unreported_losses(got: Messages, original: Messages, log: _Quiet, kind: str) -> str:
-    """A damaged record found when its message is read is skipped, but never silently:
-    the log names the message, the file and the offset."""
-    if kind != "msgs.N.dat":
+def _unreported_losses(
+    got: Messages, original: Messages, log: _Quiet, kind: str, damaged: str
+) -> str:
+    """Messages lost are never lost silently: a file cut short is named in the log; a
+    record damaged inside a slice is found when read, and the log names the message,
+    the file and the offset."""
+    lost = [
+        (channel, seq)
+        for channel, msgs in original.items()
+        for seq in msgs
+        if seq not in got.get(channel, {})
+    ]
+    if not lost:
         return ""
-    for channel, msgs in original.items():
-        for seq in msgs:
-            if seq in got.get(channel, {}):
-                continue
-            said = [line for line in log.lines if f"message {channel}:{seq} " in line]
-            if not said or not _OFFSET.search(said[0]):
-                return f"message {channel}#{seq} skipped without an error naming its offset"
+    if kind != "msgs.N.dat":
+        # The damaged file, or for an index its data file, the slice's other half.
+        names = (damaged, damaged.removesuffix(".idx") + ".dat")
+        if not any(name in line for line in log.lines for name in names):
+            return f"{len(lost)} message(s) lost and {damaged} named nowhere in the log"
+        return ""
+    for channel, seq in lost:
+        said = [line for line in log.lines if f"message {channel}:{seq} " in line]
+        if not said or not _OFFSET.search(said[0]):
+            return f"message {channel}#{seq} skipped without an error naming its offset"
     return ""
 
 
