@@ -13,6 +13,7 @@ Every connection runs in autocommit mode: the writer wraps each job in an explic
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from stanpkg.plan.gotime import DurationError, parse_duration
 from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.stores.base import StoreError
 
-__all__ = ["Connection", "Cursor", "Driver", "one_line", "open_driver"]
+__all__ = ["Connection", "Cursor", "Driver", "missing_driver", "one_line", "open_driver"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the DSN says otherwise (libpq's default is forever)
 
@@ -96,16 +97,42 @@ def open_driver(name: str, source: str) -> Driver:
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-def _load(module: str, requirement: str) -> Any:
+# The drivers that are optional dependencies: the module each imports, and the extra of
+# the stanpkg distribution that installs it (pyproject.toml; the deb and rpm bundle both).
+OPTIONAL_DRIVERS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql")}
+
+
+def _install_hint(name: str, reason: str) -> str:
+    module, extra = OPTIONAL_DRIVERS[name]
+    return (
+        f"sql: the {name} driver needs the Python module {module}, which is not installed "
+        f"({reason}): pip install 'stanpkg[{extra}]' into stanpkg's environment"
+    )
+
+
+def missing_driver(name: str) -> str | None:
+    """Why ``name`` cannot be used on this installation (with what to install), or None.
+    Looks for the module without importing it (``stanpkg validate`` stays quick)."""
+    if name not in OPTIONAL_DRIVERS:
+        return None
+    module = OPTIONAL_DRIVERS[name][0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError) as exc:
+        return _install_hint(name, str(exc))
+    return None if found else _install_hint(name, f"no module named {module!r}")
+
+
+def _load(name: str) -> Any:
     """The DB-API module (untyped here: drivers are optional, stubs too)."""
     try:
-        return importlib.import_module(module)
-    except ImportError as exc:  # pragma: no cover - packaging problem
-        raise StoreError(f"sql: this driver needs {requirement} ({exc})") from None
+        return importlib.import_module(OPTIONAL_DRIVERS[name][0])
+    except ImportError as exc:
+        raise StoreError(_install_hint(name, str(exc))) from None
 
 
 def _postgres(source: str) -> Driver:
-    psycopg = _load("psycopg", "psycopg 3 (pip install 'psycopg[binary]')")
+    psycopg = _load("postgres")
     try:
         params = psycopg.conninfo.conninfo_to_dict(source)
     except psycopg.Error as exc:
@@ -149,7 +176,7 @@ def _host_port(addr: str) -> tuple[str, int]:
 
 
 def _mysql(source: str) -> Driver:
-    pymysql = _load("pymysql", "PyMySQL (pip install PyMySQL)")
+    pymysql = _load("mysql")
     try:
         dsn = parse_mysql_dsn(source)  # the plan's rule checked it already; tools may not
     except DsnError as exc:
