@@ -75,7 +75,7 @@ class Summary:
         for channel in self.channels:
             lines.append(
                 f"  {channel['name']}: {channel['first_seq']}..{channel['last_seq']}, "
-                f"{channel['action']}, {channel['written']:,} written, "
+                f"{channel['action']}, {_moved(channel, self.dry_run)}, "
                 f"{channel['subscriptions']} subscription(s)"
             )
         for record in self.skipped_records:
@@ -89,6 +89,12 @@ class Summary:
             )
             lines.extend(f"    {difference}" for difference in check.differences)
         return "\n".join(lines)
+
+
+def _moved(channel: dict[str, Any], dry_run: bool) -> str:
+    if dry_run:
+        return f"{channel.get('to_write', 0):,} to write"
+    return f"{channel['written']:,} written"
 
 
 async def migrate(
@@ -161,6 +167,9 @@ async def _channel(
     if request.dry_run:
         if plan.step is Step.CONFLICT and request.replace:
             report["action"] = "replace"
+        if plan.step is not Step.CONFLICT or request.replace:
+            start = channel.first_seq if plan.step is Step.CONFLICT else plan.next_seq
+            report["to_write"] = _read_through(source, name, start, progress)
         progress.channel_done()
         return report
     stream = destination.stream(name, channel.limits, channel.first_seq)
@@ -171,11 +180,7 @@ async def _channel(
     queued = size = 0
     try:
         for message in source.messages(name, next_seq):
-            if message.sequence != next_seq:
-                raise MigrateError(
-                    f"channel {name!r}: the source has no message {next_seq} (the next is "
-                    f"{message.sequence}); a stream keeps sequences only without gaps"
-                )
+            _check_next(name, next_seq, message.sequence)
             stream.append(
                 message.sequence, message.reply, message.timestamp, message.data,
                 migrated_id(message.sequence),
@@ -197,6 +202,28 @@ async def _channel(
     progress.add(queued, size)
     progress.channel_done()
     return report
+
+
+def _read_through(source: SourceStore, name: str, next_seq: int, progress: Progress) -> int:
+    """A dry run reads what it would write: damage and gaps show up before any write."""
+    count = size = 0
+    try:
+        for message in source.messages(name, next_seq):
+            _check_next(name, next_seq + count, message.sequence)
+            count += 1
+            size += len(message.data)
+    except SourceError as exc:
+        raise MigrateError(str(exc)) from exc
+    progress.add(count, size)
+    return count
+
+
+def _check_next(channel: str, expected: int, found: int) -> None:
+    if found != expected:
+        raise MigrateError(
+            f"channel {channel!r}: the source has no message {expected} (the next is "
+            f"{found}); a stream keeps sequences only without gaps"
+        )
 
 
 async def _differs(

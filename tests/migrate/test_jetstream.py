@@ -118,6 +118,7 @@ async def test_a_dry_run_writes_nothing_and_a_second_run_neither(
     args = ("--config", str(copy.config), "--nats", jetstream_url)
     dry = migrate_json(*args, "--dry-run")
     assert [c["action"] for c in dry["channels"]] == ["create", "create", "create"]
+    assert [c["to_write"] for c in dry["channels"]] == [7, 10, 7]  # read through
     async with jetstream(jetstream_url) as js:
         assert await js.streams_info() == []
     migrate_json(*args)
