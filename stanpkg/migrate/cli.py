@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--config", required=True, metavar="SRC.conf", help="the standalone server's config"
     )
     parser.add_argument("--nats", required=True, metavar="URL", help="the destination NATS")
+    parser.add_argument("--creds", metavar="FILE", help="a .creds file for the destination")
     parser.add_argument("--cluster-id", help="the cluster's ID (default: the source's)")
     parser.add_argument("--channels", help="channel names/patterns, comma-separated (orders.>)")
     parser.add_argument(
@@ -123,7 +124,9 @@ def migrate_main(argv: list[str]) -> int:
 
 
 async def _run(args, source, request, emit, progress) -> Summary:  # type: ignore[no-untyped-def]
-    destination = await Destination.open(NatsEndpoint(args.nats), request.cluster_id, args.replicas)
+    destination = await Destination.open(
+        NatsEndpoint(args.nats, credentials=args.creds or ""), request.cluster_id, args.replicas
+    )
     try:
         return await migrate(source, destination, request, emit, progress)
     finally:

@@ -308,3 +308,15 @@ async def test_another_cluster_id_names_the_streams_and_the_records(
         channels = [kv_key("channel", c["name"]) for c in summary["channels"]]
         assert set(channels) | {"server", kv_key("client", "svc-alpha")} <= set(keys)
         assert len([k for k in keys if k.startswith("sub.")]) == 4
+
+
+async def test_channels_selects_by_name_and_wildcard(tmp_path: Path, jetstream_url: str) -> None:
+    copy = read_only_fixture("plain", tmp_path)
+    summary = migrate_json(
+        "--config", str(copy.config), "--nats", jetstream_url, "--channels", "orders.*,audit.trail"
+    )
+    assert [c["name"] for c in summary["channels"]] == ["audit.trail", "orders.created"]
+    async with jetstream(jetstream_url) as js:
+        names = {info.config.name for info in await js.streams_info()}
+    assert stream_name("ledger-east", "payments.settled") not in names
+    assert stream_name("ledger-east", "orders.created") in names
