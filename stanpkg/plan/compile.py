@@ -141,6 +141,7 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         ctx.set(tuple(option_path.split(".")), flag_value.value, Source("flag", flag_value.flag))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _convert_durations(ctx)
+    _reject_fractional_numbers(ctx)
     _zero_means_default(ctx)
     if ("cluster",) in ctx.positions and not ctx.is_set(("cluster", "clustered")):
         # The presence of a cluster map turns clustering on (a --clustered flag still wins).
@@ -247,6 +248,35 @@ def _convert_durations(ctx: Context) -> None:
                 "type",
             )
             ctx.reject(path)
+
+
+_WHOLE_NUMBERS = (Kind.INT, Kind.SIZE)
+_SIZE = "a size (an integer, optionally with a suffix such as 10MB or 1GiB)"
+
+
+def _reject_fractional_numbers(ctx: Context) -> None:
+    """A number written with a fraction (``5000.0``) where an integer belongs is an error,
+    as for the reference; JSON Schema would take ``5000.0`` as an integer, and the plan
+    holds ints."""
+    paths = [(tuple(o.path.split(".")), o) for o in OPTIONS if o.kind in _WHOLE_NUMBERS and o.keys]
+    channels = ctx.get(("store_limits", "channels"), {})
+    if isinstance(channels, dict):
+        per_channel = {o.name: o for o in OPTIONS if o.per_channel and o.kind in _WHOLE_NUMBERS}
+        for name, limits in channels.items():
+            if isinstance(limits, dict):
+                paths += [
+                    (("store_limits", "channels", name, key), per_channel[key])
+                    for key in limits.keys() & per_channel.keys()
+                ]
+    for path, opt in paths:
+        value = ctx.get(path)
+        if not isinstance(value, float):
+            continue
+        expected = "an integer" if opt.kind is Kind.INT else _SIZE
+        channel = f'channel "{path[2]}": ' if len(path) == 4 else ""
+        shown = "a number" if opt.secret else f"the number {value}"
+        ctx.error(path, f"{channel}{opt.name} must be {expected}, got {shown}", "type")
+        ctx.reject(path)
 
 
 def _zero_means_default(ctx: Context) -> None:

@@ -9,6 +9,20 @@ from pathlib import Path
 import pytest
 
 from bench.fuzz.config_fuzz import validate
+from bench.fuzz.config_inputs import ENVIRONMENT
+from stanpkg.plan.compile import compile_args
+
+# Inputs the fuzzer saved (bench/fuzz/crashes/), kept with the command line they ran with.
+SAVED = Path(__file__).resolve().parent / "config_regressions"
+# file name: (flags, diagnostic expected)
+SAVED_RUNS = {
+    # max_msgs: 5000.00 passed the schema (JSON Schema counts 5000.0 as an integer) and
+    # ended in an assertion building the plan's limits.
+    "fractional-max-msgs.conf": (
+        ["-c"],
+        "max_msgs must be an integer, got the number 5000.0",
+    ),
+}
 
 # (flags, configuration text)
 FOUND = [
@@ -26,3 +40,16 @@ def test_found_input_ends_in_diagnostics(flags: list[str], text: str, tmp_path: 
     conf = tmp_path / "fuzz.conf"
     conf.write_text(text, encoding="utf-8")
     assert validate([*flags, "-sc", str(conf)]) is False
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_RUNS))
+def test_saved_input_ends_in_diagnostics(name: str) -> None:
+    flags, expected = SAVED_RUNS[name]
+    argv = [*flags, str(SAVED / name)]
+    assert validate(argv) is False
+    result = compile_args(argv, ENVIRONMENT)
+    assert any(expected in str(d) for d in result.diagnostics), result.diagnostics
+
+
+def test_every_saved_input_is_run() -> None:
+    assert sorted(p.name for p in SAVED.iterdir()) == sorted(SAVED_RUNS)
