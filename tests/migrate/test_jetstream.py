@@ -320,3 +320,18 @@ async def test_channels_selects_by_name_and_wildcard(tmp_path: Path, jetstream_u
         names = {info.config.name for info in await js.streams_info()}
     assert stream_name("ledger-east", "payments.settled") not in names
     assert stream_name("ledger-east", "orders.created") in names
+
+
+async def test_keep_encrypted_copies_payloads_as_stored(tmp_path: Path, jetstream_url: str) -> None:
+    copy = read_only_fixture("aes", tmp_path)
+    summary = migrate_json(
+        "--config", str(copy.config), "--nats", jetstream_url, "--keep-encrypted", "--verify"
+    )
+    assert summary["verified"] is True
+    got = await stream_messages(jetstream_url, "vault-aes-east", "secure.audit")
+    plain = expected_messages(copy.manifest, "secure.audit")
+    assert [m["sequence"] for m in got] == [m["sequence"] for m in plain]
+    for stored, clear in zip(got, plain, strict=True):
+        if clear["data"]:  # only non-empty payloads are encrypted
+            assert stored["data"][0] == copy.manifest["encryption"]["cipher_code"]
+            assert stored["data"] != clear["data"]
