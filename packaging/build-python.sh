@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# dist/stanpkg-VERSION.tar.gz and dist/stanpkg-VERSION-py3-none-any.whl, and the wheelhouse
-# (the wheel plus every dependency, as wheels for Linux/CPython 3.11) that the deb and rpm
-# venvs are installed from without touching an index at package build time.
+# dist/stanpkg-VERSION.tar.gz and dist/stanpkg-VERSION-py3-none-any.whl; the wheelhouse
+# (the wheel plus every dependency, as wheels for this machine: the nupkg and formula take
+# their pins from it); and the Linux wheelhouse the deb and rpm ship, from which their
+# venv is made at install time: every dependency and the bundled extras as wheels for each
+# CPython in LINUX_PYTHONS, plus pip to install them (nothing touches an index there).
 set -euo pipefail
 # shellcheck source=packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -11,6 +13,24 @@ rm -f "$DIST"/stanpkg-*.whl "$DIST"/stanpkg-*.tar.gz
 "$PY" -m build --sdist --wheel --outdir "$DIST" . >"$BUILD/build-python.log" 2>&1 \
     || { cat "$BUILD/build-python.log" >&2; exit 1; }
 rm -rf "$BUILD/wheelhouse"
+# With the SQL drivers: the nupkg and the formula install them too.
 "$PY" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
-    --dest "$BUILD/wheelhouse" "$DIST/stanpkg-$VERSION-py3-none-any.whl" 2>>"$BUILD/build-python.log"
+    --dest "$BUILD/wheelhouse" "$DIST/stanpkg-$VERSION-py3-none-any.whl[postgres,mysql]" \
+    2>>"$BUILD/build-python.log"
+
+# Debian 12 and Ubuntu 22.04 (python3.11), Ubuntu 24.04 (3.12), Debian 13 (3.13). glibc
+# 2.34 or newer (Ubuntu 22.04 has 2.35): the manylinux tags pip may take, and the deb/rpm
+# dependency on it.
+LINUX_PYTHONS="3.11 3.12 3.13"
+platforms=(--platform manylinux2014_x86_64)  # pip adds manylinux2010/1, not the 2_X ones
+for glibc in $(seq 17 34); do platforms+=(--platform "manylinux_2_${glibc}_x86_64"); done
+linux="$BUILD/wheelhouse-linux"
+rm -rf "$linux"
+for v in $LINUX_PYTHONS; do
+    "$PY" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+        --implementation cp --python-version "$v" --abi "cp${v/./}" \
+        "${platforms[@]}" --dest "$linux" \
+        "$DIST/stanpkg-$VERSION-py3-none-any.whl[postgres,mysql]" pip 2>>"$BUILD/build-python.log"
+done
+echo "$LINUX_PYTHONS" >"$linux/PYTHON_VERSIONS"
 ls "$DIST"/stanpkg-"$VERSION"*

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# dist/stanpkg-VERSION-RELEASE.x86_64.rpm with rpmbuild, from the sdist and wheelhouse of
+# dist/stanpkg-VERSION-RELEASE.x86_64.rpm with rpmbuild, from the sdist and Linux wheelhouse of
 # build-python.sh (run it first; `make rpm` does).
 set -euo pipefail
 # shellcheck source=packaging/lib.sh
 . "$(dirname "$0")/../lib.sh"
-wheelhouse="$BUILD/wheelhouse"
+wheelhouse="$BUILD/wheelhouse-linux"
 [ -d "$wheelhouse" ] || { echo "no wheelhouse: run packaging/build-python.sh" >&2; exit 1; }
 top="$BUILD/rpm"
 rm -rf "$top"
 mkdir -p "$top"/{SOURCES,SPECS,BUILD,RPMS,SRPMS}
 cp "$DIST/stanpkg-$VERSION.tar.gz" "$ROOT"/packaging/files/{stanpkg.service,stan.conf,stanpkg.logrotate} \
-    "$ROOT/packaging/stage-venv.sh" "$ROOT"/packaging/man/*.1 \
+    "$ROOT"/packaging/files/{archive-slice,stanpkg.sysusers} "$ROOT"/packaging/systemd/stanpkg-export.* \
+    "$ROOT/packaging/make-venv.sh" "$ROOT"/packaging/man/*.1 \
     "$top/SOURCES/"
 # The licence text, from Debian's copy (base-files) on the build host.
 cp /usr/share/common-licenses/Apache-2.0 "$top/SOURCES/LICENSE"

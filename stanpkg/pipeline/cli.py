@@ -131,7 +131,15 @@ def export_main(argv: list[str]) -> int:
 
 
 def _session(master: str, progress: bool) -> tuple[SparkSession, bool]:
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # an optional dependency: say how to add it
+        raise RuntimeError(
+            f"exporting needs PySpark ({exc}) and Java 17 or newer: "
+            "pip install 'stanpkg[spark]' into stanpkg's environment "
+            "(deb/rpm installs: sudo /usr/lib/stanpkg/make-venv --extra spark, "
+            "and a JRE such as openjdk-17-jre-headless)"
+        ) from None
 
     from stanpkg.pipeline.session import spark_session
 

@@ -1,5 +1,6 @@
-"""Real Debian 12 machines for the packaging and Ansible tests: a debootstrap'd root file
-system (built once, cached) booted with ``systemd-nspawn -b``, so systemd, apt, dpkg
+"""Real Debian machines (12 "bookworm" by default, 13 "trixie" for the deb's second release)
+for the packaging and Ansible tests: a debootstrap'd root file system (built once per
+release, cached) booted with ``systemd-nspawn -b``, so systemd, apt, dpkg
 maintainer scripts and the unit's sandboxing run for real.
 
 The container gets a private network namespace (only ``lo``): nothing it runs can clash
@@ -22,8 +23,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 SUITE = "bookworm"
+# The releases the deb is installed on, with the python3 each has (the venv is made with it).
+DEB_SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 # What the tests install into the image: systemd to boot; python3 + python3-apt for Ansible
-# modules; adduser/logrotate/python3.11 for the deb's dependencies (the container has no
+# modules; adduser/logrotate/python3 for the deb's dependencies (the container has no
 # network, so apt-get install ./stanpkg_*.deb must find them installed).
 PACKAGES = (
     "systemd",
@@ -67,13 +70,14 @@ def debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-def base_rootfs() -> Path:
-    """The cached base image, debootstrapping it first if needed (about two minutes)."""
+def base_rootfs(suite: str = SUITE) -> Path:
+    """The cached base image of ``suite``, debootstrapping it first if needed (about two
+    minutes)."""
     check_host()
-    key = hashlib.sha256(f"{SUITE} {' '.join(PACKAGES)}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{suite} {' '.join(PACKAGES)}".encode()).hexdigest()[:12]
     cache = Path(os.environ.get(CACHE_ENV, DEFAULT_CACHE))
     cache.mkdir(parents=True, exist_ok=True)
-    root = cache / f"{SUITE}-{key}"
+    root = cache / f"{suite}-{key}"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one debootstrap at a time
         if (root / ".complete").exists():
@@ -85,7 +89,7 @@ def base_rootfs() -> Path:
                 "debootstrap",
                 "--variant=minbase",
                 f"--include={','.join(PACKAGES)}",
-                SUITE,
+                suite,
                 str(partial),
                 debian_mirror(),
             ],
@@ -104,9 +108,9 @@ def base_rootfs() -> Path:
     return root
 
 
-def copy_rootfs(dest: Path) -> Path:
+def copy_rootfs(dest: Path, suite: str = SUITE) -> Path:
     """A private, writable copy of the base image for one machine."""
-    base = base_rootfs()
+    base = base_rootfs(suite)
     subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(dest)], check=True, timeout=300)
     return dest
 
@@ -248,9 +252,9 @@ class Machine:
 
 
 @contextlib.contextmanager
-def booted(tmp: Path, name: str) -> Iterator[Machine]:
+def booted(tmp: Path, name: str, suite: str = SUITE) -> Iterator[Machine]:
     """A fresh copy of the base image, booted; powered off and deleted afterwards."""
-    root = copy_rootfs(tmp / "rootfs")
+    root = copy_rootfs(tmp / "rootfs", suite)
     machine = Machine(root, name, tmp / "console.log")
     try:
         machine.boot()

@@ -1,18 +1,22 @@
-"""The .deb: built, lintian-clean, and installed for real with apt-get into a booted
-Debian 12 container, where the service starts, serves a STAN client, survives a log
+"""The .deb: built, lintian-clean, and installed for real with apt-get into booted
+containers. On Debian 12 the service starts, serves a STAN client, survives a log
 rotation, refuses a broken config at ExecStartPre, and is purged: keeping the message
-store unless the operator confirms (debconf), else without a trace."""
+store unless the operator confirms (debconf), else without a trace. On Debian 13 (another
+python3) the same package makes its venv with that interpreter and serves a client."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.packaging import containers
 from tests.packaging.containers import Machine
 from tests.packaging.fixtures import ROOT, need_tools
 
@@ -39,24 +43,45 @@ def test_package_layout(deb_file: Path) -> None:
     ).stdout
     paths = {line.split()[5].lstrip(".") for line in listing.splitlines()}
     for expected in (
-        "/opt/stanpkg/bin/stanpkg",
-        "/opt/stanpkg/bin/nats-server",
+        "/usr/lib/stanpkg/make-venv",
+        "/usr/lib/stanpkg/archive-slice",
+        "/usr/lib/stanpkg/wheels/PYTHON_VERSIONS",
         "/usr/bin/stanpkg",
         "/usr/bin/nats-streaming-server",
         "/etc/stanpkg/stan.conf",
         "/lib/systemd/system/stanpkg.service",
+        "/lib/systemd/system/stanpkg-export.service",
+        "/lib/systemd/system/stanpkg-export.timer",
+        "/usr/share/doc/stanpkg/pipeline.md.gz",
         "/etc/logrotate.d/stanpkg",
         "/var/lib/stanpkg/",
         "/usr/share/man/man1/stanpkg.1.gz",
     ):
         assert expected in paths, expected
-    # No byte-code and no build paths shipped (postinst compiles on the host).
-    assert not [p for p in paths if "__pycache__" in p]
-    control = subprocess.run(
-        ["dpkg-deb", "--field", deb_file, "Depends"], capture_output=True, text=True, check=True
-    ).stdout
-    assert "python3.11" in control and "adduser" in control
-    assert "debconf" in control  # the purge question
+    # No venv and no byte-code shipped: postinst makes the venv with the host's Python.
+    assert not [p for p in paths if "__pycache__" in p or p.startswith("/opt/")]
+    wheels = {Path(p).name for p in paths if p.startswith("/usr/lib/stanpkg/wheels/")}
+    # Wheels for every CPython the Depends line admits (uvloop has no abi3 wheel).
+    for tag in ("cp311", "cp312", "cp313"):
+        assert [w for w in wheels if w.startswith("uvloop-") and f"-{tag}-" in w], tag
+    assert [w for w in wheels if w.startswith("pip-")]  # the installer, never in the venv
+    # The SQL drivers are bundled (extras on pip, part of the package here).
+    assert [w for w in wheels if w.startswith("psycopg_binary-")]
+    assert [w for w in wheels if w.startswith("pymysql-")]
+
+    def field(name: str) -> str:
+        return subprocess.run(
+            ["dpkg-deb", "--field", deb_file, name], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    depends = field("Depends")
+    # Any of the interpreters the wheels are for: Debian 12 and Ubuntu 22.04 have 3.11,
+    # Ubuntu 24.04 3.12, Debian 13 3.13 (an exact "python3.11" fits only the first two).
+    assert depends.startswith("python3.13 | python3.12 | python3.11,"), depends
+    assert "adduser" in depends and "libc6 (>= 2.34)" in depends
+    assert "debconf" in depends  # the purge question
+    assert field("Suggests") == "java17-runtime-headless"  # stanpkg export's Spark
+    assert field("Homepage") == "https://github.com/stanpkg/stanpkg"
     templates = subprocess.run(
         ["dpkg-deb", "--info", deb_file, "templates"], capture_output=True, text=True, check=True
     ).stdout
@@ -72,6 +97,14 @@ def _install(machine: Machine, deb_file: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(deb_file, target)
     machine.sh(f"cd {CONTAINER_DEB_DIR} && apt-get install -y -q ./{deb_file.name}")
+
+
+def _venv_python(machine: Machine) -> str:
+    """The X.Y of the interpreter the installed venv was made with."""
+    cfg = machine.sh("cat /opt/stanpkg/pyvenv.cfg")
+    found = re.search(r"(?m)^version = (\d+\.\d+)", cfg)
+    assert found, cfg
+    return found.group(1)
 
 
 def _roundtrip(machine: Machine, channel: str, count: int, stored: int = -1) -> dict[str, object]:
@@ -99,6 +132,12 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
 
     # Installed as a service: enabled, started, running as its own user, sandboxed.
     machine.wait_active("stanpkg.service")
+    assert _venv_python(machine) == containers.DEB_SUITES["bookworm"]
+    # The export units are there for docs/pipeline.md, off until Spark is added.
+    assert machine.sh("systemctl is-enabled stanpkg-export.timer", check=False).strip() == (
+        "disabled"
+    )
+    assert "stanpkg export --config" in machine.sh("systemctl cat stanpkg-export.service")
     assert machine.sh("systemctl is-enabled stanpkg").strip() == "enabled"
     assert machine.sh("id -u stanpkg").strip().isdigit()
     user = machine.sh("ps -o user= -C stanpkg | sort -u").split()
@@ -174,3 +213,42 @@ def _assert_purged(machine: Machine) -> None:
     assert machine.run(["pgrep", "-f", "stanpkg"], check=False).returncode == 1
     status = machine.sh("dpkg-query -W -f='${db:Status-Status}' stanpkg 2>/dev/null || true")
     assert status in ("", "not-installed"), status
+
+
+@pytest.fixture
+def trixie(tmp_path: Path) -> Iterator[Machine]:
+    """A booted Debian 13 container (python3.13), its image cached as bookworm's is."""
+    try:
+        with containers.booted(tmp_path, "stanpkg-trixie", "trixie") as m:
+            yield m
+    except containers.Unavailable as exc:
+        pytest.skip(f"no Debian 13 container on this machine: {exc}")
+
+
+def test_installs_on_debian_13(trixie: Machine, deb_file: Path) -> None:
+    """The same .deb on another release and Python: postinst makes the venv with Debian
+    13's python3.13 from the bundled cp313 wheels; the service serves a client; the
+    export's pieces are in place and say what Spark needs; remove takes the venv along."""
+    _install(trixie, deb_file)
+    trixie.wait_active("stanpkg.service")
+    assert _venv_python(trixie) == containers.DEB_SUITES["trixie"]
+    result = _roundtrip(trixie, "pkg.trixie", 3)
+    assert result["ok"], result
+
+    # The slice_archive_script of docs/pipeline.md runs the installed command (no Spark).
+    usage = trixie.run(["/usr/lib/stanpkg/archive-slice"], check=False)
+    assert usage.returncode == 2, usage.stdout + usage.stderr
+    assert "usage: archive-slice CHANNEL DATFILE IDXFILE" in usage.stderr, usage.stderr
+    # Export without the spark extra: a hint naming what to install, not a traceback.
+    export = trixie.run(
+        ["stanpkg", "export", "--config", "/etc/stanpkg/stan.conf", "--out", "/root/out"],
+        check=False,
+    )
+    assert export.returncode == 1, export.stdout + export.stderr
+    assert "make-venv --extra spark" in export.stderr, export.stderr
+    assert "Traceback" not in export.stderr
+
+    trixie.sh("apt-get remove -y -q stanpkg")
+    assert not (trixie.root / "opt/stanpkg").exists()  # the venv postinst made
+    assert not (trixie.root / "usr/lib/stanpkg").exists()
+    assert trixie.sh("ls /var/lib/stanpkg/datastore").split()  # data kept on remove

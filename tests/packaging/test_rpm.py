@@ -1,7 +1,8 @@
 """The .rpm: spec and package rpmlint-clean (with the justified exceptions of
 stanpkg.rpmlintrc), inspected, and installed for real with ``rpm --root`` into a chroot
 (a copy of the test Debian image: it has /bin/sh, useradd and python3.11 for the
-scriptlets and the venv), where the installed server runs and serves a STAN client."""
+scriptlets, and %post makes the venv with that python3), where the installed server runs
+and serves a STAN client."""
 
 from __future__ import annotations
 
@@ -48,8 +49,12 @@ def _query(rpm_file: Path, *args: str) -> str:
 def test_rpm_contents(rpm_file: Path) -> None:
     files = set(_query(rpm_file, "--list").split())
     for path in (
-        "/opt/stanpkg/bin/stanpkg",
-        "/opt/stanpkg/bin/nats-server",
+        "/usr/lib/stanpkg/make-venv",
+        "/usr/lib/stanpkg/archive-slice",
+        "/usr/lib/stanpkg/wheels/PYTHON_VERSIONS",
+        "/usr/lib/systemd/system/stanpkg-export.service",
+        "/usr/lib/systemd/system/stanpkg-export.timer",
+        "/usr/lib/sysusers.d/stanpkg.conf",
         "/usr/bin/stanpkg",
         "/usr/bin/nats-streaming-server",
         "/etc/stanpkg/stan.conf",
@@ -58,13 +63,17 @@ def test_rpm_contents(rpm_file: Path) -> None:
         "/var/lib/stanpkg",
     ):
         assert path in files, path
-    assert not [f for f in files if f.startswith("/usr/lib/.build-id")]
+    assert not [f for f in files if f.startswith(("/usr/lib/.build-id", "/opt/"))]
     assert "/etc/stanpkg/stan.conf" in _query(rpm_file, "--configfiles")
     scripts = _query(rpm_file, "--scripts")
     assert "useradd -r -g stanpkg" in scripts  # %pre creates the account
     assert "/run/systemd/system" in scripts  # scriptlets guarded without the systemd macros
+    assert "/usr/lib/stanpkg/make-venv" in scripts  # %post makes the venv
     requires = _query(rpm_file, "--requires")
-    assert "python3.11" in requires and "/opt/stanpkg" not in requires
+    # Any interpreter the bundled wheels are for, not one exact minor version.
+    assert "(python3.13 or python3.12 or python3.11)" in requires, requires
+    assert "/opt/stanpkg" not in requires
+    assert "https://github.com/stanpkg/stanpkg" in _query(rpm_file, "--queryformat", "%{URL}")
 
 
 def _free_port() -> int:

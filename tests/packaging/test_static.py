@@ -15,16 +15,22 @@ SHELL_SCRIPTS = [
     ROOT / "packaging" / "lib.sh",
     ROOT / "packaging" / "install-tools.sh",
     ROOT / "packaging" / "build-python.sh",
-    ROOT / "packaging" / "stage-venv.sh",
     ROOT / "packaging" / "deb" / "build.sh",
     ROOT / "packaging" / "rpm" / "build.sh",
+]
+# POSIX sh, installed by the deb and rpm (/usr/lib/stanpkg): make-venv runs in postinst.
+INSTALLED_SCRIPTS = [
+    ROOT / "packaging" / "make-venv.sh",
+    ROOT / "packaging" / "files" / "archive-slice",
 ]
 DEBIAN = ROOT / "packaging" / "deb" / "debian"
 MAINTAINER_SCRIPTS = sorted([*DEBIAN.glob("stanpkg.p*"), DEBIAN / "stanpkg.config"])
 UNIT = (ROOT / "packaging" / "files" / "stanpkg.service").read_text()
 
 
-@pytest.mark.parametrize("script", SHELL_SCRIPTS + MAINTAINER_SCRIPTS, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script", SHELL_SCRIPTS + INSTALLED_SCRIPTS + MAINTAINER_SCRIPTS, ids=lambda p: p.name
+)
 def test_shellcheck(script: Path) -> None:
     need_tools("shellcheck")
     proc = subprocess.run(
@@ -144,3 +150,52 @@ def test_rpm_never_deletes_data() -> None:
     spec = (ROOT / "packaging/rpm/stanpkg.spec").read_text()
     scriptlets = spec.split("%files", 1)[0]
     assert "rm -rf /var/lib/stanpkg" not in scriptlets and "rm -fr" not in scriptlets
+
+
+PROJECT_URL = "https://github.com/stanpkg/stanpkg"
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ("packaging/deb/debian/control", f"Homepage: {PROJECT_URL}"),
+        ("packaging/rpm/stanpkg.spec", f"URL:            {PROJECT_URL}"),
+        ("packaging/homebrew/stanpkg.rb", f'  homepage "{PROJECT_URL}"'),
+        ("windows/chocolatey/stanpkg.nuspec", f"    <projectUrl>{PROJECT_URL}</projectUrl>"),
+        (
+            "windows/chocolatey/stanpkg.nuspec",
+            f"    <packageSourceUrl>{PROJECT_URL}/tree/main/windows/chocolatey</packageSourceUrl>",
+        ),
+        ("pyproject.toml", f'Homepage = "{PROJECT_URL}"'),
+    ],
+)
+def test_metadata_names_the_project(path: str, line: str) -> None:
+    text = (ROOT / path).read_text()
+    assert line in text.splitlines()
+    # No placeholder site left (the maintainers' mail address is not a URL).
+    assert "https://example.org" not in text and "http://example.org" not in text
+
+
+def test_debian_source_format_matches_the_version() -> None:
+    """A Debian revision (-1) means a non-native package: "3.0 (native)" refuses it."""
+    version = (DEBIAN / "changelog.in").read_text().split("(", 1)[1].split(")", 1)[0]
+    source_format = (DEBIAN / "source" / "format").read_text().strip()
+    assert source_format == ("3.0 (quilt)" if "-" in version else "3.0 (native)"), version
+
+
+def test_debian_depends_on_shlibs_and_any_supported_python() -> None:
+    control = (DEBIAN / "control").read_text()
+    depends = control.split("\nDepends:", 1)[1].split("\nRecommends:", 1)[0]
+    assert "${shlibs:Depends}" in depends and "${misc:Depends}" in depends
+    versions = (ROOT / "packaging/build-python.sh").read_text().split('LINUX_PYTHONS="')[1]
+    for version in versions.split('"')[0].split():
+        assert f"python{version}" in depends, version  # a wheel set for each, and only those
+
+
+def test_rpm_account_comes_from_sysusers() -> None:
+    spec = (ROOT / "packaging/rpm/stanpkg.spec").read_text()
+    sysusers = (ROOT / "packaging/files/stanpkg.sysusers").read_text()
+    assert 'u stanpkg - "NATS Streaming server" /var/lib/stanpkg /sbin/nologin' in sysusers
+    assert "%sysusers_create_compat %{SOURCE11}" in spec
+    assert "Source11:       stanpkg.sysusers" in spec
+    assert "%{_sysusersdir}/stanpkg.conf" in spec.split("%files", 1)[1]
