@@ -44,7 +44,7 @@ class ConnectionRequests:
     async def _connect(self, reply: str, payload: bytes) -> None:
         server = self.server
         try:
-            req = pb.ConnectRequest.FromString(payload)
+            req = lenient.parse(pb.ConnectRequest, payload)
         except DecodeError:
             error = lenient.connect_error(payload)
             server.log.error(f"Received invalid client connect request: {error}")
@@ -146,7 +146,7 @@ class ConnectionRequests:
 
     async def _close(self, reply: str, payload: bytes) -> None:
         try:
-            req = pb.CloseRequest.FromString(payload)
+            req = lenient.parse(pb.CloseRequest, payload)
         except DecodeError:
             self.server.log.error("Received invalid close request")
             self._reply_close(reply, lenient.close_error(payload))

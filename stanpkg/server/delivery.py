@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.server import lenient
 from stanpkg.server.subscriptions import QueueGroup, Subscription
 from stanpkg.server.wire import is_ctrl_msg, redelivered
 from stanpkg.transport.errors import MaxPayloadError
@@ -208,9 +209,12 @@ class Delivery:
         try:
             ack = _Ack.FromString(payload)  # never reuse upb messages: their arenas only grow
         except DecodeError:
-            if not is_ctrl_msg(payload):
-                self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")
-            return
+            try:
+                ack = lenient.parse(_Ack, payload)  # the rare slow path
+            except DecodeError:
+                if not is_ctrl_msg(payload):
+                    self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")
+                return
         if sub.removed or ack.subject != sub.channel.name:
             return
         seq = ack.sequence

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -29,6 +29,7 @@ from stanpkg.server.sub_validation import request_error
 __all__ = [
     "close_error",
     "connect_error",
+    "parse",
     "refused_publish",
     "subscription_error",
     "twin_message",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 _PACKAGE = "stanpkg_lenient"
+_M = TypeVar("_M", bound=Message)
 
 
 @cache
@@ -76,6 +78,19 @@ def _text(raw: bytes) -> str | None:
         return raw.decode()
     except UnicodeDecodeError:
         return None
+
+
+def parse(cls: type[_M], payload: bytes) -> _M:
+    """``cls.FromString(payload)``, also when only a string value that a later one of
+    the same field replaces is not UTF-8 (the last value wins, the reference looks at
+    no other). Raises DecodeError as ``FromString`` does otherwise."""
+    try:
+        return cls.FromString(payload)
+    except DecodeError:
+        twin = _read(cls.DESCRIPTOR.name, payload)
+        if twin is None:
+            raise
+        return cls.FromString(twin.SerializeToString())  # its last values only
 
 
 def refused_publish(payload: bytes) -> bytes | None:

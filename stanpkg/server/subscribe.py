@@ -66,7 +66,7 @@ class SubscribeRequests:
     async def _subscribe(self, reply: str, payload: bytes) -> None:
         server = self.server
         try:
-            req = pb.SubscriptionRequest.FromString(payload)
+            req = lenient.parse(pb.SubscriptionRequest, payload)
         except DecodeError:
             server.log.error("Received invalid subscription request")
             registered = server.clients.get

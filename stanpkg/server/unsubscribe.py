@@ -40,7 +40,7 @@ class Removals:
         server = self.server
         action = "unsub" if unsubscribe else "sub close"
         try:
-            req = pb.UnsubscribeRequest.FromString(payload)
+            req = lenient.parse(pb.UnsubscribeRequest, payload)
         except DecodeError:
             server.log.error(f"Invalid {action} request")
             self._reply(reply, lenient.unsubscribe_error(payload, self._has_channel, self._has_sub))

@@ -130,7 +130,7 @@ async def test_strings_that_are_not_utf8_get_the_references_answers(nats_url: st
     (protocol.md §3.1, §8.1, §11). Python's protobuf refuses them: stanpkg reads such a
     request again with bytes for strings to answer the same."""
     plan = make_plan()
-    async with running(plan, nats_url) as (_, log):
+    async with running(plan, nats_url) as (server, log):
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         sub = await client.subscribe("foo")
         resp = client.resp
@@ -173,6 +173,15 @@ async def test_strings_that_are_not_utf8_get_the_references_answers(nats_url: st
         publish = field(2, bad) + field(3, b"foo") + field(6, client.conn_id)
         got_raw = await client.request(f"{resp.pubPrefix}.foo", publish)
         assert got_raw == field(1, bad) + field(2, errors.INVALID_PUB_REQ.encode())
+        # Only the last value of a field counts: one that is not UTF-8 and replaced by a
+        # later one does not make the request invalid.
+        replaced = field(1, bad) + field(2, b"_INBOX.y") + field(1, b"d")
+        connected = pb.ConnectResponse.FromString(await client.request(discover, replaced))
+        assert connected.error == "" and connected.pubPrefix == resp.pubPrefix
+        publish = field(1, bad) + field(2, b"g") + field(3, b"foo") + field(1, b"d")
+        got_raw = await client.request(f"{resp.pubPrefix}.foo", publish)
+        assert pb.PubAck.FromString(got_raw) == pb.PubAck(guid="g")
+        assert (await sub.next()).sequence == 1
         # Truly malformed requests keep the "invalid ... request" answers.
         cut = field(1, b"abc")[:-1]
         assert await answer(discover, cut, pb.ConnectResponse) == errors.INVALID_CONN_REQ
@@ -182,5 +191,6 @@ async def test_strings_that_are_not_utf8_get_the_references_answers(nats_url: st
         # The subscription is still there and served.
         await client.publish("foo", b"still")
         assert (await sub.next()).data == b"still"
+        assert server.clients.get("d") is not None
         await client.close()
         assert not log.contains("Traceback")
