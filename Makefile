@@ -8,8 +8,10 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTHON ?= .venv/bin/python
-# The deb/rpm/nupkg/formula are made from the wheel, sdist and wheelhouse of `make python`.
-NEED_PYTHON = @test -d build/packaging/wheelhouse || $(MAKE) --no-print-directory python
+# The deb/rpm/nupkg/formula are made from the wheel, sdist and wheelhouses of `make python`
+# (the deb and rpm from the Linux one: wheels for CPython 3.11-3.13, made into a venv on
+# the target at install time).
+NEED_PYTHON = @test -f build/packaging/wheelhouse-linux/PYTHON_VERSIONS || $(MAKE) --no-print-directory python
 
 .PHONY: dist tools python deb rpm nupkg homebrew lint-packaging clean-dist
 

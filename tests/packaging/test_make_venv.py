@@ -1,0 +1,65 @@
+"""make-venv, the script the deb's postinst and the rpm's %post run, on this machine's
+python3 (a supported 3.11): it makes the venv from the bundled wheels offline, swaps a new
+one in on a second run, and an extra it cannot fetch is a warning, not a failed install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.fixtures import ROOT
+
+pytestmark = pytest.mark.slow
+
+WHEELS = ROOT / "build" / "packaging" / "wheelhouse-linux"
+
+
+def _make_venv(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "STANPKG_WHEELS": str(WHEELS),
+        "STANPKG_PREFIX": str(tmp_path / "opt"),
+        "STANPKG_EXTRAS_FILE": str(tmp_path / "extras"),
+        "PIP_NO_INDEX": "1",  # no package index reachable, as in the test containers
+        "HOME": str(tmp_path),
+    }
+    return subprocess.run(
+        ["sh", str(ROOT / "packaging" / "make-venv.sh"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_make_venv_offline_then_again_with_an_unreachable_extra(
+    python_dist: Path, tmp_path: Path
+) -> None:
+    assert (WHEELS / "PYTHON_VERSIONS").exists()
+    prefix = tmp_path / "opt"
+    first = _make_venv(tmp_path)
+    assert first.returncode == 0, first.stderr
+    stanpkg = prefix / "bin" / "stanpkg"
+    # Built beside and moved in: every path inside names the final place.
+    assert stanpkg.read_text().splitlines()[0] == f"#!{prefix}/bin/python"
+    assert f"{prefix}.new" not in (prefix / "pyvenv.cfg").read_text()
+    version = subprocess.run([stanpkg, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and "stanpkg" in version.stdout, version.stderr
+    # The drivers are bundled; pip itself is not left in the venv.
+    site = next((prefix / "lib").glob("python3.*/site-packages"))
+    assert (site / "psycopg").is_dir() and (site / "pymysql").is_dir()
+    assert not (site / "pip").exists()
+    inode = os.stat(prefix).st_ino
+
+    # Again, asking for Spark without an index: the venv is remade without it, with a
+    # warning, and the extra is not remembered (the install does not fail).
+    second = _make_venv(tmp_path, "--extra", "spark")
+    assert second.returncode == 0, second.stderr
+    assert "could not install the spark extra" in second.stderr, second.stderr
+    assert not (tmp_path / "extras").exists()
+    assert os.stat(prefix).st_ino != inode  # a new tree, swapped in
+    assert not Path(f"{prefix}.new").exists() and not Path(f"{prefix}.old").exists()
+    assert subprocess.run([stanpkg, "--version"], capture_output=True).returncode == 0
