@@ -14,6 +14,7 @@ from pathlib import Path
 
 from stanpkg.bench.stan_client import StanBenchClient
 from stanpkg.transport import NatsConnection
+from tests.stores.file.helpers import free_port
 
 _ids = itertools.count(1)
 RUNNER = (
@@ -22,13 +23,6 @@ RUNNER = (
     "from stanpkg.node import run\n"
     "sys.exit(run(compile_args(sys.argv[1:], env={}).plan))\n"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class LiveServer:
