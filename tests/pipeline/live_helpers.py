@@ -28,7 +28,8 @@ RUNNER = (
 class LiveServer:
     """``stanpkg`` with an embedded NATS server and monitoring on free ports."""
 
-    def __init__(self, workdir: Path, *args: str) -> None:
+    def __init__(self, workdir: Path, *args: str, command: list[str] | None = None) -> None:
+        """``command``: another STAN server's command line start (the Go reference)."""
         self.cluster_id = f"live-{next(_ids)}-{time.monotonic_ns() % 100000}"
         self.port, self.http_port = free_port(), free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
@@ -38,7 +39,9 @@ class LiveServer:
         argv += ["-cid", self.cluster_id, *args]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", RUNNER, *argv], stdout=out, stderr=subprocess.STDOUT
+                [*(command or [sys.executable, "-c", RUNNER]), *argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         self._wait_ready()
 

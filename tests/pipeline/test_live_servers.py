@@ -1,0 +1,63 @@
+"""The live source's client side against other servers and settings: the Go reference
+``nats-streaming-server`` (protocol and monitoring), and NATS authentication."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stanpkg.pipeline.live_client import (
+    ChannelBounds,
+    LiveSourceError,
+    RangeRead,
+    channel_bounds,
+    check_connection,
+    iter_range,
+)
+from stanpkg.pipeline.live_options import LiveOptions
+from tests.pipeline.live_helpers import LiveServer, payloads
+
+GO_SERVER = Path(sys.executable).parent / "nats-streaming-server"
+
+
+@pytest.fixture(scope="module")
+def go_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    binary = str(GO_SERVER) if GO_SERVER.exists() else shutil.which("nats-streaming-server")
+    if binary is None:
+        pytest.skip("the Go nats-streaming-server is not installed")
+    server = LiveServer(tmp_path_factory.mktemp("live-go"), "-mm", "5", command=[binary])
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("monitor", [True, False])
+def test_go_reference_server(go_server: LiveServer, monitor: bool) -> None:
+    channel = f"go.{'m' if monitor else 'p'}"
+    go_server.publish(channel, payloads(channel, 1, 12))  # 1..7 removed by max_msgs 5
+    no_monitor = {} if monitor else {"monitor": ""}
+    options = LiveOptions.parse(
+        go_server.options(channels="go.*" if monitor else channel, **no_monitor)
+    )
+    check_connection(options)
+    assert channel_bounds(options)[channel] == ChannelBounds(8, 12)
+    read = RangeRead()
+    got = [(m.sequence, m.data) for b in iter_range(options, channel, 9, 12, 2, read) for m in b]
+    assert got == list(zip(range(10, 13), payloads(channel, 10, 12), strict=True))
+    with pytest.raises(LiveSourceError, match=rf"channel {channel}: messages 3\.\.7 were removed"):
+        list(iter_range(options, channel, 2, 12, 100, RangeRead()))
+
+
+def test_user_and_password(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path, "--user", "reader", "--pass", "s3cret")
+    try:
+        base = {**server.options(channels="a", connectTimeout="2"), "user": "reader"}
+        check_connection(LiveOptions.parse({**base, "password": "s3cret"}))
+        with pytest.raises(LiveSourceError, match="servers: cannot connect to NATS") as err:
+            check_connection(LiveOptions.parse({**base, "password": "wrong"}))
+        assert "s3cret" not in str(err.value) and "wrong" not in str(err.value)
+    finally:
+        server.stop()
