@@ -3,21 +3,29 @@
 A FILE store is recovered with the shared reader (``open_datastore``): the channel
 limits re-applied as the server would at start-up, nothing written (no lock file, no
 truncation, no index rebuild on disk). Messages are then read slice by slice, decrypted
-unless asked to keep them as stored.
+unless asked to keep them as stored. An SQL store is read by :mod:`.sql_source`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.model import Plan, StoreType
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo
 from stanpkg.stores.file.format import IEEE_POLY, Datastore, FileStoreError, open_datastore
 
-__all__ = ["SourceChannel", "SourceError", "SourceMessage", "SourceStore", "open_source"]
+__all__ = [
+    "MessageReader",
+    "OnBadRecord",
+    "SourceChannel",
+    "SourceError",
+    "SourceMessage",
+    "SourceStore",
+    "open_source",
+]
 
 
 class SourceError(Exception):
@@ -45,6 +53,18 @@ class SourceChannel:
     subscriptions: tuple[RecoveredSubscription, ...]
 
 
+OnBadRecord = Callable[[str], None]
+
+
+class MessageReader(Protocol):
+    def messages(
+        self, channel: str, from_seq: int, on_bad: OnBadRecord | None
+    ) -> Iterator[SourceMessage]:
+        """The channel's messages from ``from_seq`` on, in sequence order; a damaged
+        record is a :class:`SourceError`, or reported to ``on_bad`` and skipped."""
+        ...
+
+
 @dataclass
 class SourceStore:
     """A recovered source: records, channels, and a reader of their messages.
@@ -54,31 +74,43 @@ class SourceStore:
     server_info: ServerInfo | None
     clients: tuple[ClientRecord, ...]
     channels: tuple[SourceChannel, ...]
-    _datastore: Datastore
+    _reader: MessageReader
     permissive: bool = False
     skipped: list[str] = field(default_factory=list)
 
     def messages(self, channel: str, from_seq: int = 0) -> Iterator[SourceMessage]:
         """The channel's messages from ``from_seq`` on, in sequence order."""
-        ds = self._datastore
+        on_bad = self.note_skipped if self.permissive else None
+        return self._reader.messages(channel, from_seq, on_bad)
+
+    def note_skipped(self, text: str) -> None:
+        if text not in self.skipped:  # a resumed or verifying pass meets it again
+            self.skipped.append(text)
+
+
+@dataclass(frozen=True)
+class _FileReader:
+    datastore: Datastore
+
+    def messages(
+        self, channel: str, from_seq: int, on_bad: OnBadRecord | None
+    ) -> Iterator[SourceMessage]:
+        ds = self.datastore
         info = ds.channel(channel)
         lo = max(from_seq, info.first_seq)
-        on_bad = self._note_skipped if self.permissive else None
+        on_bad_record = None if on_bad is None else (lambda error: on_bad(str(error)))
         try:
             for sl in info.slices:
                 if sl.last_seq < lo or sl.first_live_seq > info.last_seq:
                     continue
-                for msg in ds.reader.iter_messages(sl, lo, info.last_seq, on_bad_record=on_bad):
+                for msg in ds.reader.iter_messages(
+                    sl, lo, info.last_seq, on_bad_record=on_bad_record
+                ):
                     yield SourceMessage(msg.sequence, msg.reply, msg.timestamp, msg.data)
         except FileStoreError as exc:
             raise SourceError(f"channel {channel!r}: {exc}") from exc
         except OSError as exc:
             raise SourceError(f"channel {channel!r}: {exc}") from exc
-
-    def _note_skipped(self, error: FileStoreError) -> None:
-        text = str(error)
-        if text not in self.skipped:  # a resumed or verifying pass meets it again
-            self.skipped.append(text)
 
 
 def open_source(
@@ -88,10 +120,17 @@ def open_source(
     permissive: bool = False,
     keep_encrypted: bool = False,
 ) -> SourceStore:
-    """The store of ``plan`` (its ``dir``, limits, CRC and encryption key), read-only."""
+    """The store of ``plan`` (its ``dir`` or SQL source, limits, CRC and encryption
+    key), read-only."""
+    if plan.store_type is StoreType.SQL:
+        from stanpkg.migrate.sql_source import open_sql_source
+
+        return open_sql_source(
+            plan, wants_channel=wants_channel, permissive=permissive, keep_encrypted=keep_encrypted
+        )
     if plan.store_type is not StoreType.FILE:
         raise SourceError(
-            f"the source store is {plan.store_type.name}: stanpkg migrate reads FILE stores"
+            f"the source store is {plan.store_type.name}: stanpkg migrate reads FILE and SQL stores"
         )
     key: bytes | None = None
     if plan.encrypt and not keep_encrypted:
@@ -134,7 +173,7 @@ def open_source(
         server_info=ds.server_info,
         clients=tuple(ds.clients[client_id] for client_id in sorted(ds.clients)),
         channels=channels,
-        _datastore=ds,
+        _reader=_FileReader(ds),
         permissive=permissive,
         skipped=skipped,
     )

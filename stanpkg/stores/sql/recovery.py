@@ -8,11 +8,8 @@ committed before :func:`recover` returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from google.protobuf.message import DecodeError
+from typing import TYPE_CHECKING, Any
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import (
@@ -26,8 +23,9 @@ from stanpkg.stores.base import (
 from stanpkg.stores.sql.db import Op
 from stanpkg.stores.sql.drivers import Cursor, one_line
 from stanpkg.stores.sql.messages import MessageIndex, SqlMessageStore
-from stanpkg.stores.sql.pending import SubPending, decode_seqs
+from stanpkg.stores.sql.pending import SubPending
 from stanpkg.stores.sql.records import client_from_row, info_from_proto, sub_from_proto
+from stanpkg.stores.sql.rows import decoded, pending_lists
 from stanpkg.stores.sql.schema import SCHEMA_VERSION
 from stanpkg.stores.sql.subs import SqlSubscriptionStore
 
@@ -35,17 +33,6 @@ if TYPE_CHECKING:
     from stanpkg.stores.sql.store import SqlStore
 
 __all__ = ["recover"]
-
-_T = TypeVar("_T")
-
-
-def _decoded(row: str, decode: Callable[[], _T]) -> _T:
-    """A row's columns decoded, or the StoreError that names the row: a garbage row
-    (a bad restore, another program) stops the start cleanly instead of a traceback."""
-    try:
-        return decode()
-    except (DecodeError, ValueError, TypeError) as exc:
-        raise StoreError(f"sql: unable to decode {row}: {exc}") from None
 
 
 def _rows(store: SqlStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -64,7 +51,7 @@ def recover(store: SqlStore) -> RecoveredState | None:
     cluster_id, proto, version = found[0]
     if version != SCHEMA_VERSION:
         raise StoreError(f"sql: unsupported version: {version} (supports [1..{SCHEMA_VERSION}])")
-    info = _decoded(
+    info = decoded(
         f'table ServerInfo, row "{cluster_id}"', lambda: info_from_proto(bytes(proto or b""))
     )
     if info.cluster_id != cluster_id:
@@ -73,7 +60,7 @@ def recover(store: SqlStore) -> RecoveredState | None:
             f'"{info.cluster_id}"'
         )
     clients = [
-        _decoded(
+        decoded(
             f'table Clients, row "{cid}"',
             partial(client_from_row, cid, inbox or "", data),
         )
@@ -154,10 +141,6 @@ def _recover_messages(
     return msgs
 
 
-def _pending_lists(pending: bytes | None, acks: bytes | None) -> tuple[list[int], list[int]]:
-    return decode_seqs(pending), decode_seqs(acks)
-
-
 def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubscription]:
     subs = channel.subs
     assert isinstance(subs, SqlSubscriptionStore)
@@ -168,7 +151,7 @@ def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubsc
             subs.marked_deleted = True
         elif proto:
             where = f'table Subscriptions, row subid {subid} (channel "{channel.name}")'
-            record = _decoded(where, partial(sub_from_proto, bytes(proto)))
+            record = decoded(where, partial(sub_from_proto, bytes(proto)))
             record.id = int(subid)
             record.last_sent = max(record.last_sent, int(last_sent or 0))
             records[record.id] = record
@@ -186,7 +169,7 @@ def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubsc
         if not seq:
             json_rows.add(owner.id)
         where = f"table SubsPending, row subid {subid} row {row}"
-        listed = _decoded(where, partial(_pending_lists, pending, acks))
+        listed = decoded(where, partial(pending_lists, pending, acks))
         state.load(int(row), int(seq or 0), int(last_sent or 0), *listed)
     recovered = []
     for sub_id, record in records.items():
