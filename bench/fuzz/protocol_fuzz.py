@@ -25,10 +25,12 @@ import collections
 import contextlib
 import io
 import json
+import os
 import random
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -669,15 +671,16 @@ async def _fresh_client(nats_url: str, cluster_id: str) -> None:
 
 
 @contextlib.contextmanager
-def nats_server() -> Iterator[str]:
+def nats_server(log_path: str = os.devnull) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [find_nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [find_nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -695,9 +698,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    with nats_server() as url:
-        report = asyncio.run(fuzz(url, args.rounds, args.seed))
-    print("\n".join(report.lines()))
+    with tempfile.NamedTemporaryFile(suffix=".log") as nats_log:
+        with nats_server(nats_log.name) as url:
+            report = asyncio.run(fuzz(url, args.rounds, args.seed))
+        print("\n".join(report.lines()))
+        # An answer NATS itself dropped (a slow consumer) is no fault of the server's.
+        slow = Path(nats_log.name).read_text(errors="replace").count("Slow Consumer")
+        print(f"  nats-server slow-consumer events: {slow}")
     return 1 if report.failures else 0
 
 
