@@ -369,20 +369,41 @@ class _RangeReader:
                 await asyncio.wait_for(self.wake.wait(), self.options.idle_timeout)
             except TimeoutError:
                 if self.next == before:  # nothing at all for idleTimeout: stalled
-                    self.stalled()
+                    await self.stalled()
         if self.error is not None:
             raise self.error
         batch, self.pending = self.pending, []
         return batch
 
-    def stalled(self) -> None:
+    async def stalled(self) -> None:
+        """Nothing delivered for idleTimeout: skip only what the server no longer holds.
+
+        A lost connection or a server holding the next message but not delivering it fails
+        the task (Spark retries it) whatever failOnDataLoss says: nothing was removed.
+        """
         lo = self.next
+        assert self.stan is not None
+        if not self.stan.nc.is_connected:
+            raise LiveSourceError(
+                f"channel {self.channel}: connection to {self.options.servers} lost while "
+                f"reading sequences {lo}..{self.end}"
+            )
+        first, last = await asyncio.gather(
+            _probe(self.stan, self.options, self.channel, pb.First),
+            _probe(self.stan, self.options, self.channel, pb.LastReceived),
+        )
+        if first and max(first, lo) <= min(last, self.end):
+            raise LiveSourceError(  # a retried task resubscribes and sees any real gap
+                f"channel {self.channel}: the server holds messages of {lo}..{self.end} but "
+                f"delivered nothing for {self.options.idle_timeout:g} s (option idleTimeout)"
+            )
         if self.options.fail_on_data_loss:
             self.error = DataLossError(
                 f"channel {self.channel}: no message after sequence {lo - 1} for "
                 f"{self.options.idle_timeout:g} s (option idleTimeout) although the range "
-                f"ends at {self.end}: messages {lo}..{self.end} were removed (channel limits) "
-                "or the server stopped delivering; option failOnDataLoss=false skips them"
+                f"ends at {self.end}: messages {lo}..{self.end} are no longer on the server "
+                "(removed by limits, or the channel was recreated); option "
+                "failOnDataLoss=false skips them"
             )
         self.read.lost.append((lo, self.end))
         self.next = self.end + 1
