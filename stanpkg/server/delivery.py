@@ -17,7 +17,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import lenient
 from stanpkg.server.subscriptions import QueueGroup, Subscription
 from stanpkg.server.wire import is_ctrl_msg, redelivered
-from stanpkg.transport.errors import MaxPayloadError
+from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel
@@ -30,6 +30,7 @@ __all__ = ["Delivery", "DeliveryStats"]
 _EXPIRY_MARGIN = 0.015
 # Messages handed over by a departing queue member go out again this much later.
 _TRANSFER_DELAY = 0.1
+_MAX_UNREACHABLE_REPORTS = 1000  # subscriptions reported; then silent (a flood of them)
 
 Publish = Callable[[str, bytes], None]
 _Ack = pb.Ack
@@ -55,6 +56,7 @@ class Delivery:
         # Subscriptions un-stalled by acks, fed once at the end of the read chunk: one
         # send pass for many acks instead of one per ack.
         self._to_feed: list[Subscription] = []
+        self._unreachable_reported: set[int] = set()
 
     # -- new messages -----------------------------------------------------------------
 
@@ -97,6 +99,8 @@ class Delivery:
                     self._too_large(sub, seq)
                     seq += 1
                     continue
+                except BadSubjectError:
+                    self._unreachable(sub)  # then counted as sent: see _unreachable
                 pending[seq] = expires
                 sent.append(seq)
                 nbytes += len(record)
@@ -168,6 +172,8 @@ class Delivery:
                     group.last_sent = seq
                     seq += 1
                     continue
+                except BadSubjectError:
+                    self._unreachable(member)
                 expires = now + member.ack_wait
                 member.pending[seq] = expires
                 member.last_sent = seq
@@ -307,12 +313,29 @@ class Delivery:
             self._too_large(sub, seq)
             self.acknowledge(sub, seq)
             return False
+        except BadSubjectError:
+            self._unreachable(sub)
         self.stats.out_msgs += 1
         self.stats.out_bytes += len(data)
         self.stats.redelivered_msgs += 1
         sub.pending.pop(seq, None)
         sub.pending[seq] = now + sub.ack_wait
         return True
+
+    def _unreachable(self, sub: Subscription) -> None:
+        """A delivery inbox NATS cannot carry (empty, blanks): the reference does not
+        check inboxes and its NATS client sends such a message somewhere or nowhere.
+        Here it counts as sent and waits for its ack like any other (a queue group
+        redelivers it to another member), so this subscription cannot stop the
+        channel's other deliveries and PubAcks. Reported once per subscription."""
+        reported = self._unreachable_reported
+        if sub.id in reported or len(reported) >= _MAX_UNREACHABLE_REPORTS:
+            return
+        reported.add(sub.id)
+        self.log.error(
+            f"[Client:{sub.client_id}] Failed sending to subid={sub.id}, "
+            f"subject={sub.channel.name}, err=nats: invalid subject {sub.inbox!r}"
+        )
 
     def _too_large(self, sub: Subscription, seq: int) -> None:
         self.log.error(
@@ -341,6 +364,8 @@ class Delivery:
             self._too_large(target, seq)
             self.acknowledge(sub, seq)
             return
+        except BadSubjectError:
+            self._unreachable(target)
         self.stats.out_msgs += 1
         self.stats.out_bytes += len(data)
         self.stats.redelivered_msgs += 1

@@ -194,3 +194,39 @@ async def test_strings_that_are_not_utf8_get_the_references_answers(nats_url: st
         assert server.clients.get("d") is not None
         await client.close()
         assert not log.contains("Traceback")
+
+
+async def test_subscriptions_with_inboxes_nats_cannot_carry(nats_url: str) -> None:
+    """The reference does not check delivery inboxes. A subscription whose inbox NATS
+    refuses (empty, blanks, a line break that would inject protocol) is accepted as
+    there, and must not stop the channel's PubAcks nor its other subscribers'
+    deliveries."""
+    plan = make_plan()
+    async with running(plan, nats_url) as (_, log):
+        client = await StanClient.connect(nats_url, plan.cluster_id, "c")
+        for inbox in ("", "bad inbox", "a\r\nPUB b 1"):
+            req = pb.SubscriptionRequest(
+                clientID="c", subject="foo", inbox=inbox, maxInFlight=2, ackWaitInSecs=1
+            )
+            assert (await client.sub_request(req)).error == ""
+        queue_bad = pb.SubscriptionRequest(
+            clientID="c",
+            subject="foo",
+            qGroup="q",
+            inbox="q inbox",
+            maxInFlight=5,
+            ackWaitInSecs=1,
+        )
+        assert (await client.sub_request(queue_bad)).error == ""
+        good = await client.subscribe("foo")
+        good_member = await client.subscribe("foo", queue="q")
+        for i in range(6):
+            await client.publish("foo", f"m{i}".encode())  # raises without a PubAck
+        assert [m.data for m in await good.collect(6)] == [f"m{i}".encode() for i in range(6)]
+        # The queue group's messages sent to nowhere are redelivered to the good member.
+        got = {m.data for m in await good_member.collect(6, timeout=10)}
+        assert got == {f"m{i}".encode() for i in range(6)}
+        assert log.contains("err=nats: invalid subject 'bad inbox'")
+        await client.close()
+        assert not log.contains("Traceback")
+        assert not log.contains("Error processing publish batch")
