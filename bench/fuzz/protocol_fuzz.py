@@ -347,10 +347,12 @@ class _LogTail(io.StringIO):
     def __init__(self) -> None:
         super().__init__()
         self.tracebacks = 0
+        self.internal_errors = 0  # a handler's exception caught by the loop around it
         self._tail: collections.deque[str] = collections.deque(maxlen=200)
 
     def write(self, text: str) -> int:
         self.tracebacks += text.count("Traceback")
+        self.internal_errors += text.count("Error processing publish batch")
         self._tail.append(text)
         return len(text)
 
@@ -597,6 +599,8 @@ async def fuzz(nats_url: str, rounds: int, seed: int, cluster_id: str = "fuzz") 
         await monitor.stop()
         await server.stop()
     report.tracebacks = log_text.tracebacks
+    if log_text.internal_errors:
+        report.failures.append(f"{log_text.internal_errors} publish batches failed")
     if report.tracebacks:
         report.failures.append("Traceback in the server log:\n" + log_text.getvalue()[-3000:])
     return report
