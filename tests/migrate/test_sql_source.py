@@ -37,14 +37,15 @@ def sql_target(request: pytest.FixtureRequest, databases: Databases, tmp_path: P
     return _target(str(request.param), databases, tmp_path)
 
 
-def config_of(target: Target, tmp_path: Path) -> str:
+def config_of(target: Target, tmp_path: Path, *lines: str) -> str:
     path = tmp_path / "source.conf"
     path.write_text(
         "streaming: {\n"
         f'  id: "{CLUSTER}"\n'
         '  store: "sql"\n'
         f'  sql_options: {{ driver: "{target.driver}", source: "{target.source}" }}\n'
-        "}\n"
+        + "".join(f"  {line}\n" for line in lines)
+        + "}\n"
     )
     return str(path)
 
@@ -61,8 +62,12 @@ def table_digests(target: Target) -> dict[str, tuple[int, str]]:
     return found
 
 
-def file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def file_digests(path: str) -> dict[str, str]:
+    """The SQLite file and any -wal/-shm beside it: none may appear or change."""
+    return {
+        found.name: hashlib.sha256(found.read_bytes()).hexdigest()
+        for found in sorted(Path(path).parent.glob(Path(path).name + "*"))
+    }
 
 
 async def write_store(target: Target) -> dict[str, list[pb.MsgProto]]:
@@ -120,7 +125,7 @@ async def test_an_sql_store_migrates_and_stays_unchanged(
 ) -> None:
     delivered = await write_store(sql_target)
     before = table_digests(sql_target)
-    file_before = file_digest(sql_target.source) if sql_target.driver == "sqlite" else ""
+    file_before = file_digests(sql_target.source) if sql_target.driver == "sqlite" else {}
     summary = migrate_json(
         "--config", config_of(sql_target, tmp_path), "--nats", jetstream_url, "--verify"
     )
@@ -141,7 +146,7 @@ async def test_an_sql_store_migrates_and_stays_unchanged(
     assert [v for (c, _), v in pending.items() if c == "audit"] == [[3, 4, 5]]
     assert table_digests(sql_target) == before
     if sql_target.driver == "sqlite":  # not a byte of the file either
-        assert file_digest(sql_target.source) == file_before
+        assert file_digests(sql_target.source) == file_before
 
 
 async def test_a_garbage_row_is_named_or_skipped_and_listed(
@@ -150,7 +155,7 @@ async def test_a_garbage_row_is_named_or_skipped_and_listed(
     target = Target("sqlite", str(tmp_path / "store.db"))
     await write_store(target)
     target.execute("UPDATE Subscriptions SET proto=? WHERE subid=1", (GARBAGE,))
-    before = table_digests(target)
+    before, files = table_digests(target), file_digests(target.source)
     args = ("--config", config_of(target, tmp_path), "--nats", jetstream_url)
 
     refused = run_migrate(*args)
@@ -164,4 +169,35 @@ async def test_a_garbage_row_is_named_or_skipped_and_listed(
     pending = await subscription_records(jetstream_url)
     assert ("orders", "dur") not in pending
     assert [v for (c, _), v in pending.items() if c == "audit"] == [[3, 4, 5]]
-    assert table_digests(target) == before
+    assert (table_digests(target), file_digests(target.source)) == (before, files)
+
+
+async def test_an_undecodable_message_is_named_by_channel_and_sequence(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    target = Target("sqlite", str(tmp_path / "store.db"))
+    await write_store(target)
+    target.execute("UPDATE Messages SET data=? WHERE seq=3", (GARBAGE,))
+    done = run_migrate(
+        "--config", config_of(target, tmp_path), "--nats", jetstream_url, "--dry-run"
+    )
+    assert done.returncode != 0
+    assert "table Messages, row seq 3" in done.stderr, done.stderr
+
+
+async def test_the_limits_of_the_config_and_deleted_subscriptions_apply(
+    tmp_path: Path, jetstream_url: str
+) -> None:
+    target = Target("sqlite", str(tmp_path / "store.db"))
+    await write_store(target)
+    target.execute("UPDATE Subscriptions SET deleted=TRUE WHERE subid=1")
+    config = config_of(target, tmp_path, "store_limits: { channels: { orders: { max_msgs: 4 } } }")
+    summary = migrate_json("--config", config, "--nats", jetstream_url, "--verify")
+    assert [
+        (c["name"], c["first_seq"], c["last_seq"], c["written"]) for c in summary["channels"]
+    ] == [
+        ("audit", 1, 5, 5),
+        ("orders", 7, 10, 4),
+    ]
+    pending = await subscription_records(jetstream_url)
+    assert [channel for channel, _ in pending] == ["audit"]

@@ -5,9 +5,10 @@ interrupted, rewrites lowered limits, deletes orphan pending rows, and SQLite's 
 switches the file to WAL. A migration must leave its source untouched, so this reader
 only SELECTs, inside one read-only transaction (PostgreSQL: REPEATABLE READ READ ONLY;
 MySQL/MariaDB: a consistent snapshot, READ ONLY; SQLite: a ``mode=ro`` connection whose
-transaction holds one snapshot), and applies the same rules in memory: deleted channels
-and subscriptions skipped, the channels' limits re-applied (count and size, then age),
-each subscription's ``SubsPending`` rows replayed into its pending set.
+transaction holds one snapshot, immutable when no WAL is left to replay), and applies
+the same rules in memory: deleted channels and subscriptions skipped, the channels'
+limits re-applied (count and size, then age), each subscription's ``SubsPending`` rows
+replayed into its pending set.
 
 An undecodable row is a :class:`StoreError` naming its table and row; given ``on_bad_row``
 it is reported there and skipped instead.
@@ -15,6 +16,7 @@ it is reported there and skipped instead.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -178,11 +180,16 @@ def _connect_read_only(driver: Driver, source: str) -> Connection:
         return driver.connect()  # autocommit; the transaction is begun read-only
     if driver.single_connection:
         raise StoreError("sql: an in-memory SQLite database has nothing to read")
-    # Not the store's connect: it switches the file to WAL (a write). mode=ro never writes.
+    # Not the store's connect: it switches the file to WAL (a write). mode=ro never
+    # writes the database, but with WAL it leaves -wal and -shm files behind; a file
+    # without a WAL to replay (the server stopped cleanly) is read as immutable: no side
+    # file, no lock (the server must be stopped, as for any migration).
     if source.startswith("file:"):
         uri = source + ("&" if "?" in source else "?") + "mode=ro"
     else:
-        uri = "file:" + urllib.parse.quote(source) + "?mode=ro"
+        wal = source + "-wal"
+        settled = not os.path.exists(wal) or os.path.getsize(wal) == 0
+        uri = f"file:{urllib.parse.quote(source)}?mode=ro" + ("&immutable=1" if settled else "")
     return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
 
 
