@@ -97,6 +97,15 @@ async def write_store(target: Target) -> dict[str, list[pb.MsgProto]]:
     return {"orders": orders, "audit": audit}
 
 
+async def altered_sqlite_store(tmp_path: Path, statement: str) -> Target:
+    """A SQLite store written as :func:`write_store` does, then ``statement`` run on it
+    (its ``?``, if any, is a garbage value)."""
+    target = Target("sqlite", str(tmp_path / "store.db"))
+    await write_store(target)
+    target.execute(statement, (GARBAGE,) if "?" in statement else ())
+    return target
+
+
 def expected(messages: list[pb.MsgProto]) -> list[dict[str, Any]]:
     return [
         {"sequence": m.sequence, "reply": "", "data": m.data, "timestamp_ns": str(m.timestamp)}
@@ -152,9 +161,7 @@ async def test_an_sql_store_migrates_and_stays_unchanged(
 async def test_a_garbage_row_is_named_or_skipped_and_listed(
     tmp_path: Path, jetstream_url: str
 ) -> None:
-    target = Target("sqlite", str(tmp_path / "store.db"))
-    await write_store(target)
-    target.execute("UPDATE Subscriptions SET proto=? WHERE subid=1", (GARBAGE,))
+    target = await altered_sqlite_store(tmp_path, "UPDATE Subscriptions SET proto=? WHERE subid=1")
     before, files = table_digests(target), file_digests(target.source)
     args = ("--config", config_of(target, tmp_path), "--nats", jetstream_url)
 
@@ -175,9 +182,7 @@ async def test_a_garbage_row_is_named_or_skipped_and_listed(
 async def test_an_undecodable_message_is_named_by_channel_and_sequence(
     tmp_path: Path, jetstream_url: str
 ) -> None:
-    target = Target("sqlite", str(tmp_path / "store.db"))
-    await write_store(target)
-    target.execute("UPDATE Messages SET data=? WHERE seq=3", (GARBAGE,))
+    target = await altered_sqlite_store(tmp_path, "UPDATE Messages SET data=? WHERE seq=3")
     done = run_migrate(
         "--config", config_of(target, tmp_path), "--nats", jetstream_url, "--dry-run"
     )
@@ -188,9 +193,9 @@ async def test_an_undecodable_message_is_named_by_channel_and_sequence(
 async def test_the_limits_of_the_config_and_deleted_subscriptions_apply(
     tmp_path: Path, jetstream_url: str
 ) -> None:
-    target = Target("sqlite", str(tmp_path / "store.db"))
-    await write_store(target)
-    target.execute("UPDATE Subscriptions SET deleted=TRUE WHERE subid=1")
+    target = await altered_sqlite_store(
+        tmp_path, "UPDATE Subscriptions SET deleted=TRUE WHERE subid=1"
+    )
     config = config_of(target, tmp_path, "store_limits: { channels: { orders: { max_msgs: 4 } } }")
     summary = migrate_json("--config", config, "--nats", jetstream_url, "--verify")
     assert [
