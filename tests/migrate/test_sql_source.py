@@ -70,10 +70,10 @@ def file_digests(path: str) -> dict[str, str]:
     }
 
 
-async def write_store(target: Target) -> dict[str, list[pb.MsgProto]]:
+async def write_store(target: Target, *server_args: str) -> dict[str, list[pb.MsgProto]]:
     """Two channels; a durable with 5..10 pending, a queue durable with 3..5 pending,
     both clients still connected when the server stops. The messages as delivered."""
-    async with serving(target) as server:
+    async with serving(target, *server_args) as server:
         me = await StanClient.connect(server.url, CLUSTER, "me")
         worker = await StanClient.connect(server.url, CLUSTER, "worker")
         for i in range(1, 11):
@@ -206,3 +206,15 @@ async def test_the_limits_of_the_config_and_deleted_subscriptions_apply(
     ]
     pending = await subscription_records(jetstream_url)
     assert [channel for channel, _ in pending] == ["audit"]
+
+
+async def test_an_encrypted_store_is_written_decrypted(tmp_path: Path, jetstream_url: str) -> None:
+    target = Target("sqlite", str(tmp_path / "store.db"))
+    delivered = await write_store(target, "--encrypt", "--encryption_key", "s3cret")
+    stored = target.query("SELECT data FROM Messages WHERE seq=1 AND id=1")[0][0]
+    assert b"order-1" not in bytes(stored)  # encrypted at rest
+    config = config_of(target, tmp_path, "encrypt: true", 'encryption_key: "s3cret"')
+    summary = migrate_json("--config", config, "--nats", jetstream_url, "--verify")
+    assert summary["verified"] is True
+    for channel, messages in delivered.items():
+        assert await stream_messages(jetstream_url, CLUSTER, channel) == expected(messages)
