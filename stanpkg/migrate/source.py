@@ -130,7 +130,8 @@ def open_source(
         )
     if plan.store_type is not StoreType.FILE:
         raise SourceError(
-            f"the source store is {plan.store_type.name}: stanpkg migrate reads FILE and SQL stores"
+            f"the source store is {plan.store_type.name}: stanpkg migrate reads FILE stores "
+            "and SQL stores"
         )
     key: bytes | None = None
     if plan.encrypt and not keep_encrypted:
