@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "proto": 3,
     "transport": 3,
     "stores": 4,
+    "client": 4,
     "server": 5,
     "monitor": 6,
     "node": 7,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stanpkg.bench.report import Benchmark, Sample
-from stanpkg.bench.stan_client import StanBenchClient, StanError
+from stanpkg.client import StanBenchClient, StanError
 from stanpkg.transport import NatsConnection, NatsError
 
 DEFAULT_URL = "nats://127.0.0.1:4222"

@@ -17,7 +17,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 
-from stanpkg.bench.stan_client import varint
+from stanpkg.client import varint
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.transport import NatsConnection
 

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from stanpkg.bench.stan_client import (
+from stanpkg.client import (
     PayloadCallback,
     StanBenchClient,
     StanError,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from stanpkg.bench.stan_client import StanBenchClient
+from stanpkg.client import StanBenchClient
 from stanpkg.transport import NatsConnection
 from tests.stores.file.helpers import free_port
 

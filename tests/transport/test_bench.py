@@ -13,7 +13,7 @@ import pytest
 from stanpkg.bench.cli import main, msgs_per_client
 from stanpkg.bench.fake_server import pubmsg_fields
 from stanpkg.bench.report import Benchmark, Sample, comma_format, human_bytes
-from stanpkg.bench.stan_client import StanBenchClient, StanSubscription, _first_varint, varint
+from stanpkg.client import StanBenchClient, StanSubscription, _first_varint, varint
 from stanpkg.proto import protocol_pb2 as pb
 from tests.transport.conftest import NatsProcess, free_port
 

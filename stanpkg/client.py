@@ -1,10 +1,11 @@
-"""A minimal, fast STAN client for the load generator (protocol.md §2-§4, §9, §11).
+"""A minimal, fast STAN client (protocol.md §2-§4, §9, §11): the load generator's
+(``stanpkg bench``) and the live Spark source's (``pipeline/live_client.py``).
 
-Only what ``stanpkg bench`` needs: connect, asynchronous publishing bounded by a window of
-unacknowledged messages, subscriptions that ack every message, close. It is tuned so the
-tool is not the bottleneck: PubMsg and Ack are encoded by concatenating precomputed
-protobuf fragments and the common PubAck/MsgProto shapes are decoded by hand (falling back
-to the generated classes for anything else).
+Connect, asynchronous publishing bounded by a window of unacknowledged messages,
+subscriptions from a start position that ack every message, close. It is tuned so that
+the tool using it is not the bottleneck: PubMsg and Ack are encoded by concatenating
+precomputed protobuf fragments and the common PubAck/MsgProto shapes are decoded by hand
+(falling back to the generated classes for anything else).
 """
 
 from __future__ import annotations
