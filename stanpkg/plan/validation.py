@@ -22,6 +22,7 @@ from stanpkg.plan.context import Context, Path, option_for
 from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.options import Kind, Option
 from stanpkg.plan.schema import build_schema
+from stanpkg.plan.sql_drivers import missing_driver
 
 _EXPECTED = {
     "integer": "an integer",
@@ -205,8 +206,6 @@ def _check_sql_driver(ctx: Context) -> None:
     driver = ctx.value(("sql_options", "driver"))
     if str(ctx.value(("store_type",)) or "").upper() != "SQL" or not isinstance(driver, str):
         return
-    from stanpkg.stores.sql.drivers import missing_driver  # only for SQL configurations
-
     problem = missing_driver(driver)
     if problem:
         ctx.error(("sql_options", "driver"), problem, "sql-driver")

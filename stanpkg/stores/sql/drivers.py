@@ -13,7 +13,6 @@ Every connection runs in autocommit mode: the writer wraps each job in an explic
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -21,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from stanpkg.plan.gotime import DurationError, parse_duration
+from stanpkg.plan.sql_drivers import OPTIONAL_DRIVERS, install_hint
 from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.stores.base import StoreError
 
-__all__ = ["Connection", "Cursor", "Driver", "missing_driver", "one_line", "open_driver"]
+__all__ = ["Connection", "Cursor", "Driver", "one_line", "open_driver"]
 
 CONNECT_TIMEOUT = 10  # seconds, unless the DSN says otherwise (libpq's default is forever)
 
@@ -97,38 +97,12 @@ def open_driver(name: str, source: str) -> Driver:
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-# The drivers that are optional dependencies: the module each imports, and the extra of
-# the stanpkg distribution that installs it (pyproject.toml; the deb and rpm bundle both).
-OPTIONAL_DRIVERS = {"postgres": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql")}
-
-
-def _install_hint(name: str, reason: str) -> str:
-    module, extra = OPTIONAL_DRIVERS[name]
-    return (
-        f"sql: the {name} driver needs the Python module {module}, which is not installed "
-        f"({reason}): pip install 'stanpkg[{extra}]' into stanpkg's environment"
-    )
-
-
-def missing_driver(name: str) -> str | None:
-    """Why ``name`` cannot be used on this installation (with what to install), or None.
-    Looks for the module without importing it (``stanpkg validate`` stays quick)."""
-    if name not in OPTIONAL_DRIVERS:
-        return None
-    module = OPTIONAL_DRIVERS[name][0]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError) as exc:
-        return _install_hint(name, str(exc))
-    return None if found else _install_hint(name, f"no module named {module!r}")
-
-
 def _load(name: str) -> Any:
     """The DB-API module (untyped here: drivers are optional, stubs too)."""
     try:
         return importlib.import_module(OPTIONAL_DRIVERS[name][0])
     except ImportError as exc:
-        raise StoreError(_install_hint(name, str(exc))) from None
+        raise StoreError(install_hint(name, str(exc))) from None
 
 
 def _postgres(source: str) -> Driver:
