@@ -101,6 +101,9 @@ def test_disk_full_while_publishing(small_disk: Path, nats_url: str, tmp_path: P
             await client.close()
             print(server_log.getvalue()[-2000:])
             assert "Traceback" not in server_log.getvalue()
+            # one "Unable to store messages in channel 'ch'" per failure, not two in a row
+            assert "'ch': unable to store" not in server_log.getvalue()
+            assert "Unable to store messages in channel 'ch': " in server_log.getvalue()
         return acked, errors, resumed
 
     acked, errors, resumed = asyncio.run(publish_phase())

@@ -139,7 +139,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             assert self._writer is not None
             self._writer.write_out()
         except (OSError, FileStoreError) as exc:
-            failure = f"unable to store messages in channel {self.name!r}: {exc}"
+            failure = str(exc)  # the server's log line and the PubAck name the channel
             if not self._undo(undo):
                 # Part of the batch may be on disk: refuse further writes (they would
                 # reuse its sequences); recovery at the next start sorts the files out.
