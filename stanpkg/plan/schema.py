@@ -1,6 +1,6 @@
 """JSON Schema of the normalised configuration, derived from the options table.
 
-The compiler checks every normalised configuration against it with ``jsonschema`` (types,
+The compiler checks every normalised configuration against it with ``fastjsonschema`` (types,
 ranges, allowed values); ``schemas/stan.schema.json`` is this schema written out, and a
 test keeps that file up to date.
 """
