@@ -1,0 +1,95 @@
+"""TLS with client certificates end to end: a real ``stanpkg run`` behind a nats-server
+that verifies client certificates (embedded, then external), a STAN client with and
+without a certificate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nats.errors import Error as NatsPyError
+
+from tests.security.conftest import (
+    StanpkgRun,
+    client_tls,
+    nats_tls_block,
+    stan_roundtrip,
+)
+from tests.server.conftest import start_nats_process
+from tests.transport.certs import CertSet
+
+EXPECTED = [b"m0", b"m1", b"m2"]
+
+
+def client_cert_flags(certs: CertSet) -> list[str]:
+    return [
+        "-tls_client_cert",
+        str(certs.client_cert),
+        "-tls_client_key",
+        str(certs.client_key),
+        "-tls_client_cacert",
+        str(certs.ca),
+    ]
+
+
+def embedded_config(tmp_path: Path, certs: CertSet) -> Path:
+    conf = tmp_path / "nats.conf"
+    # "tls" at the top level belongs to the NATS server once a "streaming" block exists.
+    conf.write_text(nats_tls_block(certs, verify=True) + "\nstreaming {\n  store: memory\n}\n")
+    return conf
+
+
+async def assert_refused_without_certificate(url: str, certs: CertSet) -> None:
+    with pytest.raises((NatsPyError, OSError)):
+        await stan_roundtrip(url, "any", tls=client_tls(certs, with_cert=False))
+
+
+async def test_embedded_server_requires_client_certificates(
+    run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path
+) -> None:
+    server = run_stanpkg(
+        "-p", "-1", "-c", str(embedded_config(tmp_path, certs)), *client_cert_flags(certs)
+    )
+    server.wait_ready()
+    assert "TLS required for client connections" in server.log
+    url = f"tls://127.0.0.1:{server.client_port}"
+    got = await stan_roundtrip(url, server.cluster_id, tls=client_tls(certs, with_cert=True))
+    assert got == EXPECTED
+    await assert_refused_without_certificate(url, certs)
+
+
+def test_embedded_server_refuses_stanpkg_without_its_certificate(
+    run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path
+) -> None:
+    server = run_stanpkg(
+        "-p", "-1", "-c", str(embedded_config(tmp_path, certs)), "-tls_client_cacert", str(certs.ca)
+    )
+    assert server.wait_exit() != 0
+    assert "TLS handshake error: tls: client didn't provide a certificate" in server.log
+    assert "[FTL] STREAM: Failed to start: " in server.log
+    assert "Streaming Server is ready" not in server.log
+
+
+@pytest.fixture
+def external_tls_nats(tmp_path: Path, certs: CertSet) -> Iterator[str]:
+    proc, url = start_nats_process(tmp_path / "nats", nats_tls_block(certs, verify=True))
+    yield url.replace("nats://", "tls://")
+    proc.kill()
+    proc.wait(10)
+
+
+async def test_external_server_requires_client_certificates(
+    external_tls_nats: str, run_stanpkg: type[StanpkgRun], certs: CertSet
+) -> None:
+    server = run_stanpkg("-ns", external_tls_nats, *client_cert_flags(certs))
+    server.wait_ready()
+    got = await stan_roundtrip(
+        external_tls_nats, server.cluster_id, tls=client_tls(certs, with_cert=True)
+    )
+    assert got == EXPECTED
+    await assert_refused_without_certificate(external_tls_nats, certs)
+    without = run_stanpkg("-ns", external_tls_nats, "-tls_client_cacert", str(certs.ca))
+    assert without.wait_exit() != 0
+    assert "[FTL] STREAM: Failed to start: " in without.log
+    assert "Streaming Server is ready" not in without.log
