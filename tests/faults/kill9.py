@@ -1,0 +1,208 @@
+"""kill -9 of a stanpkg server at seeded random moments, round after round, on one store.
+
+Each round restarts the server on the same store, then:
+
+- *settle*: a durable subscriber (manual acks) resumes; everything it gets is acked until
+  the channel is quiet. What a restart redelivers is checked here: a message whose ack
+  was sent before the previous round can only come back if that ack was lost, and the
+  previous round's settle would then have redelivered it already (resume redelivers
+  pending messages at once), so it must not come back now;
+- *chaos*: a publisher publishes with acks (a window of 8 in flight) while the durable
+  subscriber acks most messages, leaves some unacked, and now and then closes its STAN
+  connection and reconnects; the server is killed with -9 after a random delay.
+
+After the last round a clean restart checks the rest: the channel holds 1..N without a
+gap, every acknowledged publish is in it, and every message reached the durable (acked
+at least once), so no position moved past an unacked message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stanpkg.proto import protocol_pb2 as pb
+from tests.faults.processes import StanProcess
+from tests.server.stan_client import StanClient, StanError, StanSub
+
+CHANNEL = "orders"
+DURABLE = "dur"
+QUIET = 0.4  # seconds without a delivery: the subscriber has everything available
+
+
+@dataclass
+class Kill9Report:
+    rounds: int = 0
+    acked_publishes: int = 0
+    unconfirmed_publishes: int = 0  # sent, no PubAck before the kill: may or may not be stored
+    stored: int = 0
+    redelivered_after_restart: int = 0  # acked in the killed round, ack lost with it
+    reconnects: int = 0
+    cut_by_kill: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    next_id: int = 0
+    acked_ids: set[int] = field(default_factory=set)
+    last_ack_round: dict[int, int] = field(default_factory=dict)  # seq -> round of last ack
+
+
+async def _connect(url: str, cluster_id: str, client_id: str) -> StanClient:
+    # After a kill the old connection of this client ID is gone: the server replaces it.
+    return await StanClient.connect(url, cluster_id, client_id)
+
+
+async def _durable(client: StanClient) -> StanSub:
+    return await client.subscribe(
+        CHANNEL, durable=DURABLE, manual_acks=True, max_inflight=20, ack_wait=1, start=pb.First
+    )
+
+
+async def _settle(sub: StanSub, state: _State, rnd: int, report: Kill9Report) -> None:
+    while True:
+        try:
+            msg = await sub.next(timeout=QUIET)
+        except TimeoutError:
+            return
+        last = state.last_ack_round.get(msg.sequence)
+        if last is not None:
+            if last < rnd - 1:
+                report.problems.append(
+                    f"round {rnd}: seq {msg.sequence} delivered again, acked in round {last}"
+                )
+            report.redelivered_after_restart += 1
+        state.last_ack_round[msg.sequence] = rnd
+        await sub.ack(msg)
+
+
+async def _publish(client: StanClient, state: _State, report: Kill9Report) -> None:
+    inflight: set[asyncio.Task[None]] = set()
+
+    async def one(msg_id: int) -> None:
+        try:
+            await client.publish(CHANNEL, str(msg_id).encode(), timeout=5)
+        except (StanError, TimeoutError):
+            report.unconfirmed_publishes += 1
+            return
+        state.acked_ids.add(msg_id)
+
+    try:
+        while True:
+            while len(inflight) >= 8:
+                _, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+            state.next_id += 1
+            inflight.add(asyncio.create_task(one(state.next_id)))
+            await asyncio.sleep(0)
+    finally:
+        for task in inflight:
+            task.cancel()
+        # a cancelled publish was never confirmed
+        report.unconfirmed_publishes += sum(1 for t in inflight if not t.done())
+
+
+async def _consume(
+    url: str,
+    cluster_id: str,
+    holder: list[StanClient],
+    sub: StanSub,
+    state: _State,
+    rnd: int,
+    rng: random.Random,
+    report: Kill9Report,
+) -> None:
+    while True:
+        with contextlib.suppress(TimeoutError):
+            msg = await sub.next(timeout=0.2)
+            if rng.random() < 0.85:
+                state.last_ack_round[msg.sequence] = rnd
+                await sub.ack(msg)
+        if rng.random() < 0.03:  # close and come back: the durable keeps its position
+            await holder[0].close()
+            holder[0] = await _connect(url, cluster_id, "consumer")
+            sub = await _durable(holder[0])
+            report.reconnects += 1
+
+
+async def _chaos(
+    server: StanProcess, url: str, state: _State, rnd: int, rng: random.Random, report: Kill9Report
+) -> None:
+    publisher = await _connect(url, server.cluster_id, "publisher")
+    holder = [await _connect(url, server.cluster_id, "consumer")]
+    sub = await _durable(holder[0])
+    await _settle(sub, state, rnd, report)
+    tasks = [
+        asyncio.create_task(_publish(publisher, state, report)),
+        asyncio.create_task(_consume(url, server.cluster_id, holder, sub, state, rnd, rng, report)),
+    ]
+    await asyncio.sleep(rng.uniform(0.05, 1.2))
+    await asyncio.to_thread(server.kill9)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a request cut by the kill is expected, nothing else
+            report.cut_by_kill.append(repr(exc))
+    for client in (publisher, holder[0]):
+        with contextlib.suppress(Exception):
+            await client.nc.close()
+
+
+async def _final_check(server: StanProcess, url: str, state: _State, report: Kill9Report) -> None:
+    rnd = report.rounds + 1
+    consumer = await _connect(url, server.cluster_id, "consumer")
+    await _settle(await _durable(consumer), state, rnd, report)
+    reader = await _connect(url, server.cluster_id, "reader")
+    everything = await reader.subscribe(CHANNEL, start=pb.First, max_inflight=4096)
+    seqs: list[int] = []
+    ids: set[int] = set()
+    with contextlib.suppress(TimeoutError):
+        while True:
+            msg = await everything.next(timeout=1.0)
+            seqs.append(msg.sequence)
+            ids.add(int(msg.data))
+    report.stored = len(seqs)
+    if seqs != list(range(1, len(seqs) + 1)):
+        report.problems.append(f"the channel has gaps or disorder: {_summary(seqs)}")
+    lost = sorted(state.acked_ids - ids)
+    if lost:
+        report.problems.append(f"{len(lost)} acknowledged publishes lost: {lost[:10]}")
+    never_acked = sorted(set(seqs) - set(state.last_ack_round))
+    if never_acked:
+        report.problems.append(f"durable skipped {len(never_acked)}: {never_acked[:10]}")
+    report.acked_publishes = len(state.acked_ids)
+    await reader.close()
+    await consumer.close()
+
+
+def _summary(seqs: list[int]) -> str:
+    missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+    return f"{len(seqs)} messages, missing {missing[:10]}"
+
+
+async def run_kill9(
+    url: str, store_args: list[str], tmp: Path, *, rounds: int, seed: int
+) -> Kill9Report:
+    rng = random.Random(seed)
+    report = Kill9Report()
+    state = _State()
+    cluster_id = f"kill9-{seed}-{rng.randrange(10**6)}"
+    server = StanProcess(cluster_id, ["-ns", url, *store_args], tmp)
+    try:
+        for rnd in range(1, rounds + 1):
+            await asyncio.to_thread(server.start)
+            await _chaos(server, url, state, rnd, rng, report)
+            report.rounds = rnd
+        await asyncio.to_thread(server.start)
+        await _final_check(server, url, state, report)
+        assert await asyncio.to_thread(server.stop) == 0, server.output()
+    finally:
+        await asyncio.to_thread(server.kill9)
+    return report
