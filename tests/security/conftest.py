@@ -43,6 +43,18 @@ def client_tls(certs: CertSet, *, with_cert: bool) -> ssl.SSLContext:
     return ctx
 
 
+def client_cert_flags(certs: CertSet) -> list[str]:
+    """stanpkg's own client certificate flags."""
+    return [
+        "-tls_client_cert",
+        str(certs.client_cert),
+        "-tls_client_key",
+        str(certs.client_key),
+        "-tls_client_cacert",
+        str(certs.ca),
+    ]
+
+
 class StanpkgRun:
     """``stanpkg run ARGS`` as a child process, its log in a file."""
 

@@ -13,7 +13,13 @@ import pytest
 from nats.errors import Error as NatsPyError
 
 from tests.monitor.conftest import http_request
-from tests.security.conftest import StanpkgRun, client_tls, nats_tls_block, stan_roundtrip
+from tests.security.conftest import (
+    StanpkgRun,
+    client_cert_flags,
+    client_tls,
+    nats_tls_block,
+    stan_roundtrip,
+)
 from tests.transport.certs import CertSet
 
 PASSWORD = "pw-MARKER-hardened-3e9d"
@@ -35,12 +41,7 @@ def hardened(run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path) -> S
         "-1",
         "-c",
         str(conf),
-        "-tls_client_cert",
-        str(certs.client_cert),
-        "-tls_client_key",
-        str(certs.client_key),
-        "-tls_client_cacert",
-        str(certs.ca),
+        *client_cert_flags(certs),
     )
     server.wait_ready()
     return server

@@ -12,6 +12,7 @@ from nats.errors import Error as NatsPyError
 
 from tests.security.conftest import (
     StanpkgRun,
+    client_cert_flags,
     client_tls,
     nats_tls_block,
     stan_roundtrip,
@@ -20,17 +21,6 @@ from tests.server.conftest import start_nats_process
 from tests.transport.certs import CertSet
 
 EXPECTED = [b"m0", b"m1", b"m2"]
-
-
-def client_cert_flags(certs: CertSet) -> list[str]:
-    return [
-        "-tls_client_cert",
-        str(certs.client_cert),
-        "-tls_client_key",
-        str(certs.client_key),
-        "-tls_client_cacert",
-        str(certs.ca),
-    ]
 
 
 def embedded_config(tmp_path: Path, certs: CertSet) -> Path:
