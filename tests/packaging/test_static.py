@@ -199,3 +199,16 @@ def test_rpm_account_comes_from_sysusers() -> None:
     assert "%sysusers_create_compat %{SOURCE11}" in spec
     assert "Source11:       stanpkg.sysusers" in spec
     assert "%{_sysusersdir}/stanpkg.conf" in spec.split("%files", 1)[1]
+
+
+def test_service_runs_as_its_own_account_owning_its_data() -> None:
+    """Both packages: the unit's user and group, and the data and log directories that
+    account owns, closed to others (the deb's postinst, the rpm's %files)."""
+    assert {"User=stanpkg", "Group=stanpkg"} <= set(UNIT.splitlines())
+    postinst = (ROOT / "packaging/deb/debian/stanpkg.postinst").read_text()
+    assert "adduser --system --group" in postinst
+    assert "for dir in /var/lib/stanpkg /var/log/stanpkg; do" in postinst
+    assert 'chown stanpkg:stanpkg "$dir"' in postinst and 'chmod 0750 "$dir"' in postinst
+    spec = (ROOT / "packaging/rpm/stanpkg.spec").read_text().split("%files", 1)[1]
+    for directory in ("/var/lib/stanpkg", "/var/log/stanpkg"):
+        assert f"%dir %attr(0750,stanpkg,stanpkg) {directory}" in spec
