@@ -86,6 +86,7 @@ class Option:
     url_credentials: bool = False  # URLs: the password (or token) in them is never shown
     per_channel: bool = False  # also a key of per-channel limit maps
     file_path: bool = False  # names a file that must exist and be readable
+    dir_path: bool = False  # names a directory the server creates if missing and writes into
     metavar: str = ""
     # Where ``help`` (the reference's usage text, kept for --help) is wrong for stanpkg:
     # the description docs/configuration.md shows instead, and the default in words when
@@ -165,6 +166,7 @@ OPTIONS: tuple[Option, ...] = (
         "For FILE store type, this is the root directory",
         keys=("dir", "datastore"),
         flags=("--dir",),
+        dir_path=True,
     ),
     Option(
         "nats_server_url",
@@ -662,6 +664,7 @@ OPTIONS: tuple[Option, ...] = (
         "the working directory; never shared by two nodes",
         default_doc="the cluster ID/the node ID, in the working directory",
         flags=("--cluster_log_path",),
+        dir_path=True,
     ),
     Option(
         "cluster.log_cache_size",

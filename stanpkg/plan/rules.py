@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from stanpkg.plan.context import Context
@@ -336,6 +337,38 @@ def check_files(ctx: Context) -> None:
             ctx.error(path, f'{opt.name}: file "{value}" is not {need}', "file")
 
 
+def check_directories(ctx: Context) -> None:
+    """Every directory the server will create and write must be creatable and writable
+    (relative to the cwd), checked without creating anything: validate has no side effects."""
+    in_use = {"dir": store_type(ctx) == "FILE", "cluster.log_path": clustered(ctx)}
+    for opt in OPTIONS:
+        if not opt.dir_path or not in_use.get(opt.path, True):
+            continue
+        path = tuple(opt.path.split("."))
+        value = ctx.value(path)
+        if isinstance(value, str) and value:
+            problem = _unwritable_directory(Path(value))
+            if problem:
+                ctx.error(path, f'{opt.name}: directory "{value}" {problem}', "directory")
+
+
+def _unwritable_directory(directory: Path) -> str:
+    """Why ``directory`` cannot be created or written, or "" (the nearest existing
+    ancestor decides, as mkdir -p would find it)."""
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        if existing == directory:
+            return "is not a directory"
+        return f'cannot be created: "{existing}" is not a directory'
+    if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == directory:
+            return "is not writable"
+        return f'cannot be created: "{existing}" is not writable'
+    return ""
+
+
 def check_remote_syslog(ctx: Context) -> None:
     """The address the server will dial at start-up, checked as it parses it."""
     path = ("nats_server", "remote_syslog")
@@ -378,6 +411,7 @@ RULES: tuple[Rule, ...] = (
     check_encryption,
     check_tls,
     check_files,
+    check_directories,
     check_remote_syslog,
     check_nats_urls,
 )

@@ -199,3 +199,51 @@ def test_timing_relations_only_checked_when_clustered(tmp_path: Path) -> None:
         tmp_path, CLUSTERED.format(raft='    raft_heartbeat_timeout: "3s"\n'), "--clustered=false"
     )
     assert result.plan is not None, lines(result, Severity.ERROR)
+
+
+# -- directories the server creates and writes ----------------------------------------------
+
+
+def test_file_store_dir_under_a_file_cannot_be_created(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    bad = tmp_path / "a-file" / "store"
+    path, result = compile_file(tmp_path, f'streaming {{\n  store: file\n  dir: "{bad}"\n}}\n')
+    assert lines(result, Severity.ERROR) == [
+        f'{path}:3:8: error: dir: directory "{bad}" cannot be created: '
+        f'"{tmp_path / "a-file"}" is not a directory'
+    ]
+    assert result.diagnostics[0].code == "directory"
+
+
+def test_file_store_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = compile_args(["-st", "file", "--dir", str(tmp_path / "a-file")], env={})
+    assert [d.message for d in result.diagnostics] == [
+        f'dir: directory "{tmp_path / "a-file"}" is not a directory'
+    ]
+
+
+def test_missing_dirs_that_can_be_created_are_valid_and_not_created(tmp_path: Path) -> None:
+    store, log = tmp_path / "new" / "store", tmp_path / "new" / "raft"
+    text = CLUSTERED.format(raft=f'    log_path: "{log}"\n    node_id: "a"\n')
+    _, result = compile_file(tmp_path, text.replace('"ds"', f'"{store}"'))
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    assert not (tmp_path / "new").exists()  # validate has no side effects
+
+
+def test_cluster_log_path_checked_only_when_clustered(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    log = tmp_path / "a-file" / "raft"
+    flags = ["-st", "file", "--dir", str(tmp_path / "ds"), "--cluster_log_path", str(log)]
+    assert compile_args(flags, env={}).plan is not None
+    clustered = compile_args([*flags, "-clustered", "-cluster_node_id", "a"], env={})
+    assert [d.message for d in clustered.diagnostics] == [
+        f'log_path: directory "{log}" cannot be created: "{tmp_path / "a-file"}" is not a directory'
+    ]
+
+
+def test_dir_of_another_store_type_is_not_checked(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = compile_args(["-st", "memory", "--dir", str(tmp_path / "a-file" / "x")], env={})
+    assert result.plan is not None
+    assert all(d.code != "directory" for d in result.diagnostics)
