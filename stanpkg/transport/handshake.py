@@ -19,6 +19,7 @@ from stanpkg.transport.errors import (
 )
 from stanpkg.transport.protocol import ClientProtocol
 from stanpkg.transport.servers import ServerAddress
+from stanpkg.transport.tls import remote_alert_text
 
 T = TypeVar("T")
 
@@ -112,7 +113,7 @@ async def _start_tls(
     except ssl.SSLCertVerificationError as exc:
         raise NatsError(f"tls: failed to verify certificate: {exc.verify_message}") from exc
     except ssl.SSLError as exc:
-        raise NatsError(f"tls: {exc.reason or exc}") from exc
+        raise NatsError(remote_alert_text(exc) or f"tls: {exc.reason or exc}") from exc
     except (ConnectionError, TimeoutError) as exc:
         raise NatsError(f"tls: handshake failed: {exc}") from exc
     # uvloop's transports implement the interface without subclassing asyncio.Transport.

@@ -18,6 +18,7 @@ from stanpkg.transport.errors import (
     error_from_server,
 )
 from stanpkg.transport.parser import ProtocolParser, Subscription
+from stanpkg.transport.tls import remote_alert_text
 
 if TYPE_CHECKING:
     from stanpkg.transport.connection import NatsConnection
@@ -56,6 +57,8 @@ class ClientProtocol(ProtocolParser, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.resume_writing()  # release the read holds this connection's writes placed
+        if self.error is None and (alert := remote_alert_text(exc)) is not None:
+            self.error = NatsError(alert)  # why the server refused us, not just "closed"
         error = self.error or DisconnectedError("nats: connection closed")
         if not self.info.done():
             self.info.set_exception(error)

@@ -69,3 +69,29 @@ def tls_context_from_options(tls: TlsOptions, *, secure: bool) -> ssl.SSLContext
         ca_file=tls.client_ca,
         skip_verify=tls.skip_verify,
     )
+
+
+# Go's texts (crypto/tls alert.go) for the alerts a NATS server sends a rejected client;
+# OpenSSL names them e.g. TLSV13_ALERT_CERTIFICATE_REQUIRED.
+_GO_ALERT_TEXTS = {
+    "BAD_CERTIFICATE": "bad certificate",
+    "CERTIFICATE_REQUIRED": "certificate required",
+    "CERTIFICATE_EXPIRED": "expired certificate",
+    "CERTIFICATE_REVOKED": "revoked certificate",
+    "CERTIFICATE_UNKNOWN": "unknown certificate",
+    "UNSUPPORTED_CERTIFICATE": "unsupported certificate",
+    "UNKNOWN_CA": "unknown certificate authority",
+    "HANDSHAKE_FAILURE": "handshake failure",
+    "PROTOCOL_VERSION": "protocol version not supported",
+    "ACCESS_DENIED": "access denied",
+}
+
+
+def remote_alert_text(exc: BaseException | None) -> str | None:
+    """``remote error: tls: certificate required`` (as the Go client says) when ``exc`` is
+    a TLS alert from the server, else None. TLS 1.3 servers reject a client certificate
+    after the handshake, so the alert surfaces when the connection is lost."""
+    if not isinstance(exc, ssl.SSLError) or "_ALERT_" not in (exc.reason or ""):
+        return None
+    alert = exc.reason.split("_ALERT_", 1)[1]
+    return f"remote error: tls: {_GO_ALERT_TEXTS.get(alert, alert.lower().replace('_', ' '))}"

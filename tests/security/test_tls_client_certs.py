@@ -4,12 +4,14 @@ without a certificate."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from nats.errors import Error as NatsPyError
 
+from stanpkg.transport.tls import remote_alert_text
 from tests.security.conftest import (
     StanpkgRun,
     client_cert_flags,
@@ -57,7 +59,8 @@ def test_embedded_server_refuses_stanpkg_without_its_certificate(
     )
     assert server.wait_exit() != 0
     assert "TLS handshake error: tls: client didn't provide a certificate" in server.log
-    assert "[FTL] STREAM: Failed to start: " in server.log
+    # The Go client's words for the server's TLS alert, not a bare "connection closed".
+    assert "[FTL] STREAM: Failed to start: remote error: tls: certificate required" in server.log
     assert "Streaming Server is ready" not in server.log
 
 
@@ -81,5 +84,26 @@ async def test_external_server_requires_client_certificates(
     await assert_refused_without_certificate(external_tls_nats, certs)
     without = run_stanpkg("-ns", external_tls_nats, "-tls_client_cacert", str(certs.ca))
     assert without.wait_exit() != 0
-    assert "[FTL] STREAM: Failed to start: " in without.log
+    assert "Failed to start: remote error: tls: certificate required" in without.log
     assert "Streaming Server is ready" not in without.log
+
+
+def _ssl_error(reason: str) -> ssl.SSLError:
+    exc = ssl.SSLError(1, f"[SSL: {reason}] ...")
+    exc.reason = reason
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        ("TLSV13_ALERT_CERTIFICATE_REQUIRED", "remote error: tls: certificate required"),
+        ("SSLV3_ALERT_BAD_CERTIFICATE", "remote error: tls: bad certificate"),
+        ("TLSV1_ALERT_UNKNOWN_CA", "remote error: tls: unknown certificate authority"),
+        ("TLSV1_ALERT_DECODE_ERROR", "remote error: tls: decode error"),  # unnamed: as is
+        ("WRONG_VERSION_NUMBER", None),  # not an alert from the server
+    ],
+)
+def test_server_alerts_in_the_go_clients_words(reason: str, text: str | None) -> None:
+    assert remote_alert_text(_ssl_error(reason)) == text
+    assert remote_alert_text(ConnectionResetError()) is None
