@@ -26,9 +26,9 @@ from pathlib import Path
 
 from stanpkg.proto import protocol_pb2 as pb
 from tests.faults.processes import StanProcess
-from tests.server.stan_client import StanClient, StanError, StanSub
+from tests.faults.workload import CHANNEL, Publisher, gaps, read_channel
+from tests.server.stan_client import StanClient, StanSub
 
-CHANNEL = "orders"
 DURABLE = "dur"
 QUIET = 0.4  # seconds without a delivery: the subscriber has everything available
 
@@ -47,8 +47,7 @@ class Kill9Report:
 
 @dataclass
 class _State:
-    next_id: int = 0
-    acked_ids: set[int] = field(default_factory=set)
+    publisher: Publisher = field(default_factory=Publisher)
     last_ack_round: dict[int, int] = field(default_factory=dict)  # seq -> round of last ack
 
 
@@ -78,31 +77,6 @@ async def _settle(sub: StanSub, state: _State, rnd: int, report: Kill9Report) ->
             report.redelivered_after_restart += 1
         state.last_ack_round[msg.sequence] = rnd
         await sub.ack(msg)
-
-
-async def _publish(client: StanClient, state: _State, report: Kill9Report) -> None:
-    inflight: set[asyncio.Task[None]] = set()
-
-    async def one(msg_id: int) -> None:
-        try:
-            await client.publish(CHANNEL, str(msg_id).encode(), timeout=5)
-        except (StanError, TimeoutError):
-            report.unconfirmed_publishes += 1
-            return
-        state.acked_ids.add(msg_id)
-
-    try:
-        while True:
-            while len(inflight) >= 8:
-                _, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-            state.next_id += 1
-            inflight.add(asyncio.create_task(one(state.next_id)))
-            await asyncio.sleep(0)
-    finally:
-        for task in inflight:
-            task.cancel()
-        # a cancelled publish was never confirmed
-        report.unconfirmed_publishes += sum(1 for t in inflight if not t.done())
 
 
 async def _consume(
@@ -136,7 +110,7 @@ async def _chaos(
     sub = await _durable(holder[0])
     await _settle(sub, state, rnd, report)
     tasks = [
-        asyncio.create_task(_publish(publisher, state, report)),
+        asyncio.create_task(state.publisher.run(publisher)),
         asyncio.create_task(_consume(url, server.cluster_id, holder, sub, state, rnd, rng, report)),
     ]
     await asyncio.sleep(rng.uniform(0.05, 1.2))
@@ -160,31 +134,20 @@ async def _final_check(server: StanProcess, url: str, state: _State, report: Kil
     consumer = await _connect(url, server.cluster_id, "consumer")
     await _settle(await _durable(consumer), state, rnd, report)
     reader = await _connect(url, server.cluster_id, "reader")
-    everything = await reader.subscribe(CHANNEL, start=pb.First, max_inflight=4096)
-    seqs: list[int] = []
-    ids: set[int] = set()
-    with contextlib.suppress(TimeoutError):
-        while True:
-            msg = await everything.next(timeout=1.0)
-            seqs.append(msg.sequence)
-            ids.add(int(msg.data))
+    seqs, ids = await read_channel(reader)
     report.stored = len(seqs)
-    if seqs != list(range(1, len(seqs) + 1)):
-        report.problems.append(f"the channel has gaps or disorder: {_summary(seqs)}")
-    lost = sorted(state.acked_ids - ids)
+    if gaps(seqs):
+        report.problems.append(f"{len(seqs)} messages, missing {gaps(seqs)[:10]}")
+    lost = sorted(state.publisher.acked_ids - ids)
     if lost:
         report.problems.append(f"{len(lost)} acknowledged publishes lost: {lost[:10]}")
     never_acked = sorted(set(seqs) - set(state.last_ack_round))
     if never_acked:
         report.problems.append(f"durable skipped {len(never_acked)}: {never_acked[:10]}")
-    report.acked_publishes = len(state.acked_ids)
+    report.acked_publishes = len(state.publisher.acked_ids)
+    report.unconfirmed_publishes = state.publisher.unconfirmed
     await reader.close()
     await consumer.close()
-
-
-def _summary(seqs: list[int]) -> str:
-    missing = sorted(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
-    return f"{len(seqs)} messages, missing {missing[:10]}"
 
 
 async def run_kill9(
