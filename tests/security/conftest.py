@@ -4,6 +4,7 @@ for the end-to-end security tests."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import ssl
@@ -17,7 +18,11 @@ import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from tests.server.conftest import new_cluster_id, pytest_pyfunc_call  # noqa: F401 - async tests
+from tests.server.conftest import (  # noqa: F401 - the async test runner, npm ci once
+    new_cluster_id,
+    node_modules,
+    pytest_pyfunc_call,
+)
 from tests.server.stan_client import StanClient
 from tests.transport.certs import CertSet, make_certs
 from tests.transport.test_tls import tls_block
@@ -136,3 +141,19 @@ async def stan_roundtrip(url: str, cluster_id: str, **nats_options: object) -> l
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
+
+
+NODE_CLIENT = Path(__file__).with_name("secure_client.js")
+
+
+def node_roundtrip(url: str, cluster_id: str, **options: object) -> dict[str, object]:
+    """The real node-nats-streaming client: publish three, receive them from the start.
+    ``options``: user, pass, token, tls={ca, cert, key} (file paths)."""
+    payload = json.dumps({"url": url, "cluster": cluster_id, **options})
+    proc = subprocess.run(
+        ["node", str(NODE_CLIENT), payload], capture_output=True, text=True, timeout=30
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"no output from the node client: {proc.stderr}"
+    report: dict[str, object] = json.loads(lines[-1])
+    return report

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from nats.errors import Error as NatsPyError
 
-from tests.security.conftest import StanpkgRun, stan_roundtrip
+from tests.security.conftest import StanpkgRun, node_roundtrip, stan_roundtrip
 from tests.server.conftest import start_nats_process
 
 PASSWORD = "pw-MARKER-5f1c9a"  # planted secrets: must never be printed
@@ -42,6 +42,24 @@ async def test_embedded_user_password_flags(run_stanpkg: type[StanpkgRun]) -> No
     await assert_refused(url, user="stan", password=WRONG_PASSWORD)
     await assert_refused(url)
     assert_no_secret(server)
+
+
+def test_node_client_password_and_token(run_stanpkg: type[StanpkgRun], node_modules: Path) -> None:
+    with_password = run_stanpkg("-p", "-1", "--user", "stan", "--pass", PASSWORD)
+    with_token = run_stanpkg("-p", "-1", "--auth", TOKEN)
+    with_password.wait_ready()
+    with_token.wait_ready()
+    url, cluster_id = local_url(with_password), with_password.cluster_id
+    expected = {"ok": True, "result": ["m0", "m1", "m2"]}
+    assert node_roundtrip(url, cluster_id, user="stan", **{"pass": PASSWORD}) == expected
+    wrong = node_roundtrip(url, cluster_id, user="stan", **{"pass": WRONG_PASSWORD})
+    assert wrong["ok"] is False and "authorization" in str(wrong["error"]).lower(), wrong
+    url, cluster_id = local_url(with_token), with_token.cluster_id
+    assert node_roundtrip(url, cluster_id, token=TOKEN) == expected
+    wrong = node_roundtrip(url, cluster_id, token=WRONG_PASSWORD)
+    assert wrong["ok"] is False and "authorization" in str(wrong["error"]).lower(), wrong
+    assert_no_secret(with_password)
+    assert_no_secret(with_token)
 
 
 async def test_embedded_authorization_block(run_stanpkg: type[StanpkgRun], tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from tests.security.conftest import (
     client_cert_flags,
     client_tls,
     nats_tls_block,
+    node_roundtrip,
     stan_roundtrip,
 )
 from tests.server.conftest import start_nats_process
@@ -49,6 +50,21 @@ async def test_embedded_server_requires_client_certificates(
     got = await stan_roundtrip(url, server.cluster_id, tls=client_tls(certs, with_cert=True))
     assert got == EXPECTED
     await assert_refused_without_certificate(url, certs)
+
+
+def test_node_client_with_a_client_certificate(
+    run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path, node_modules: Path
+) -> None:
+    server = run_stanpkg(
+        "-p", "-1", "-c", str(embedded_config(tmp_path, certs)), *client_cert_flags(certs)
+    )
+    server.wait_ready()
+    url = f"tls://127.0.0.1:{server.client_port}"
+    files = {"ca": str(certs.ca), "cert": str(certs.client_cert), "key": str(certs.client_key)}
+    report = node_roundtrip(url, server.cluster_id, tls=files)
+    assert report == {"ok": True, "result": ["m0", "m1", "m2"]}
+    refused = node_roundtrip(url, server.cluster_id, tls={"ca": str(certs.ca)})
+    assert refused == {"ok": False, "error": "Server requires a client certificate."}
 
 
 def test_embedded_server_refuses_stanpkg_without_its_certificate(
