@@ -121,9 +121,14 @@ def test_external_wrong_password_fails_without_showing_it(
     assert_no_secret(wrong)
 
 
-def test_external_password_in_url_is_not_shown(
+async def test_external_password_in_url_is_not_shown(
     external_nats: str, run_stanpkg: type[StanpkgRun]
 ) -> None:
+    server = run_stanpkg("-ns", external_nats.replace("//", f"//stan:{PASSWORD}@"))
+    server.wait_ready()
+    got = await stan_roundtrip(external_nats, server.cluster_id, user="stan", password=PASSWORD)
+    assert got == EXPECTED
+    assert_no_secret(server)
     wrong = run_stanpkg("-ns", external_nats.replace("//", f"//stan:{WRONG_PASSWORD}@"))
     assert wrong.wait_exit() != 0
     assert "Failed to start: nats: authorization violation" in wrong.log
