@@ -122,6 +122,7 @@ def _summary(plan: Plan) -> str:
 def explain(plan: Plan) -> list[str]:
     """Every value that does not come from the defaults, with where it was set."""
     lines = ["---------- Configured values ----------"]
+    readable = plan_to_dict(plan)["readable"]
     for path, source in sorted(plan.provenance.items()):
         opt = BY_PATH.get(path)
         shown = "<redacted>" if opt is not None and opt.secret else _lookup(plan, path)
@@ -129,6 +130,8 @@ def explain(plan: Plan) -> list[str]:
             name, _, limit = path.removeprefix('store_limits.channels["').partition('"].')
             resolved = {c.name: c.limits for c in plan.store_limits.channels}[name]
             shown = json.dumps(getattr(resolved, limit))
+        if path in readable:
+            shown = f"{shown} ({readable[path]})"
         lines.append(f"{path} = {shown}  ({source})")
     return lines
 

@@ -10,10 +10,12 @@ import dataclasses
 from enum import Enum
 from typing import Any
 
+from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.limits import StoreLimits
 from stanpkg.plan.model import Plan, Secret
-from stanpkg.plan.options import BY_PATH
+from stanpkg.plan.options import BY_PATH, OPTIONS, Kind
 from stanpkg.plan.redact import REDACTED, redact_urls
+from stanpkg.plan.units import size_as_written
 
 # Fields of the plan holding an options-table section, by field name.
 _SECTIONS = frozenset({"file_options", "sql_options", "cluster", "tls", "nats_server"})
@@ -66,5 +68,31 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             continue
         out[f.name] = _field("", f.name, getattr(plan, f.name))
     out["mode"] = plan.mode.value
+    out["readable"] = readable_values(out, plan)
     out["provenance"] = {path: str(src) for path, src in sorted(plan.provenance.items())}
     return out
+
+
+def readable_values(dumped: dict[str, Any], plan: Plan) -> dict[str, str]:
+    """Sizes and durations as the configuration language writes them (``1MB``, ``1h30m``),
+    by option path: the plan keeps the raw numbers (bytes, nanoseconds) for programs."""
+    readable: dict[str, str] = {}
+
+    def add(path: str, kind: Kind, value: object) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            text = size_as_written(value) if kind is Kind.SIZE else format_duration(value)
+            readable[path] = text
+
+    for opt in OPTIONS:
+        if opt.kind not in (Kind.SIZE, Kind.DURATION):
+            continue
+        node: Any = dumped
+        for part in opt.path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        add(opt.path, opt.kind, node)
+        if opt.per_channel:
+            name = opt.path.rpartition(".")[2]
+            for channel in plan.store_limits.channels:
+                path = f'store_limits.channels["{channel.name}"].{name}'
+                add(path, opt.kind, getattr(channel.limits, name))
+    return readable

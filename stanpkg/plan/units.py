@@ -48,6 +48,19 @@ def friendly_bytes(n: int) -> str:
     return f"{fbytes / math.pow(1024.0, exp):.2f} {_PREFIXES[exp - 1]}B"
 
 
+def size_as_written(n: int) -> str:
+    """``n`` bytes as the configuration language writes it, exactly: ``1MB`` for 1048576,
+    ``5M`` for 5000000 (its ``KB``, ``MB``... are powers of 1024, ``K``, ``M``... of 1000);
+    the number itself when no suffix fits."""
+    for power in range(len(_PREFIXES), 0, -1):
+        letter = _PREFIXES[power - 1]
+        if n and n % 1024**power == 0:
+            return f"{n // 1024**power}{letter}B"
+        if n and n % 1000**power == 0:
+            return f"{n // 1000**power}{letter}"
+    return str(n)
+
+
 def render_limit_value(value: int, kind: LimitKind) -> str:
     """One limit as printed: 0 is ``unlimited``, otherwise by kind."""
     if value == 0:

@@ -247,3 +247,51 @@ def test_dir_of_another_store_type_is_not_checked(tmp_path: Path) -> None:
     result = compile_args(["-st", "memory", "--dir", str(tmp_path / "a-file" / "x")], env={})
     assert result.plan is not None
     assert all(d.code != "directory" for d in result.diagnostics)
+
+
+# -- sizes and durations as the configuration language writes them --------------------------
+
+READABLE = (
+    'streaming {\n  hb_interval: "90s"\n  store_limits {\n    max_bytes: 1MB\n'
+    '    channels { "foo.*": { max_bytes: 5M, max_age: "1h30m" } }\n  }\n'
+    "  file_options { buffer_size: 3000 }\n}\n"
+)
+
+
+def test_plan_gives_sizes_and_durations_readable(tmp_path: Path) -> None:
+    from stanpkg.plan.dump import plan_to_dict
+
+    _, result = compile_file(tmp_path, READABLE)
+    assert result.plan is not None
+    dumped = plan_to_dict(result.plan)
+    assert dumped["store_limits"]["max_bytes"] == 1_048_576  # the number stays for programs
+    readable = dumped["readable"]
+    assert readable["hb_interval"] == "1m30s"
+    assert readable["store_limits.max_bytes"] == "1MB"
+    assert readable['store_limits.channels["foo.*"].max_bytes'] == "5M"
+    assert readable['store_limits.channels["foo.*"].max_age'] == "1h30m0s"
+    assert readable["file_options.buffer_size"] == "3K"
+    assert "store_limits.max_age" not in readable  # 0: unlimited, no text to give
+
+
+def test_explain_prints_them_next_to_the_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "stan.conf"
+    path.write_text(READABLE)
+    assert main(["validate", "--explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"hb_interval = 90000000000 (1m30s)  (file {path}:2:16)" in out
+    assert f"store_limits.max_bytes = 1048576 (1MB)  (file {path}:4:16)" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1, "1"), (1000, "1K"), (1024, "1KB"), (1536, "1536"), (3 * 1024**3, "3GB"), (10**6, "1M")],
+)
+def test_size_as_written_reads_back_to_the_same_number(value: int, text: str) -> None:
+    from stanpkg.conf.scalars import number
+    from stanpkg.plan.units import size_as_written
+
+    assert size_as_written(value) == text
+    assert number(text)[1] == value
