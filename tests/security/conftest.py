@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nats
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from stanpkg.proto import protocol_pb2 as pb
 from tests.server.conftest import (  # noqa: F401 - the async test runner, npm ci once
@@ -24,7 +26,7 @@ from tests.server.conftest import (  # noqa: F401 - the async test runner, npm c
     pytest_pyfunc_call,
 )
 from tests.server.stan_client import StanClient
-from tests.transport.certs import CertSet, make_certs
+from tests.transport.certs import CertSet, _ca, _leaf, _write_key, make_certs
 from tests.transport.test_tls import tls_block
 
 STANPKG = Path(sys.executable).with_name("stanpkg")
@@ -34,6 +36,18 @@ _CLIENT_PORT = re.compile(r"Listening for client connections on ([\d.]+):(\d+)")
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> CertSet:
     return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
+def rogue_client_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A client certificate and key from a CA the servers do not trust."""
+    directory = tmp_path_factory.mktemp("rogue")
+    ca_key, ca_cert = _ca("rogue CA")
+    key, cert = _leaf(ca_key, ca_cert, "rogue", ExtendedKeyUsageOID.CLIENT_AUTH)
+    cert_path, key_path = directory / "rogue-cert.pem", directory / "rogue-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, key_path)
+    return cert_path, key_path
 
 
 def nats_tls_block(certs: CertSet, *, verify: bool) -> str:

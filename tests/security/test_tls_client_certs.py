@@ -67,6 +67,36 @@ def test_node_client_with_a_client_certificate(
     assert refused == {"ok": False, "error": "Server requires a client certificate."}
 
 
+async def test_embedded_server_refuses_an_untrusted_client_certificate(
+    run_stanpkg: type[StanpkgRun],
+    certs: CertSet,
+    rogue_client_cert: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    rogue_cert, rogue_key = (str(path) for path in rogue_client_cert)
+    rogue = ["-tls_client_cert", rogue_cert, "-tls_client_key", rogue_key]
+    server = run_stanpkg(
+        "-p",
+        "-1",
+        "-c",
+        str(embedded_config(tmp_path, certs)),
+        *rogue,
+        "-tls_client_cacert",
+        str(certs.ca),
+    )
+    assert server.wait_exit() != 0
+    assert "Failed to start: remote error: tls: unknown certificate authority" in server.log
+    good = run_stanpkg(
+        "-p", "-1", "-c", str(embedded_config(tmp_path, certs)), *client_cert_flags(certs)
+    )
+    good.wait_ready()
+    tls = client_tls(certs, with_cert=False)
+    tls.load_cert_chain(rogue_cert, rogue_key)
+    with pytest.raises((NatsPyError, OSError)):
+        await stan_roundtrip(f"tls://127.0.0.1:{good.client_port}", good.cluster_id, tls=tls)
+    assert "TLS handshake error: tls: failed to verify certificate" in good.log
+
+
 def test_embedded_server_refuses_stanpkg_without_its_certificate(
     run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path
 ) -> None:
