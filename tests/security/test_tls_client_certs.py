@@ -38,12 +38,29 @@ async def assert_refused_without_certificate(url: str, certs: CertSet) -> None:
         await stan_roundtrip(url, "any", tls=client_tls(certs, with_cert=False))
 
 
+def embedded_tls_flags(certs: CertSet) -> list[str]:
+    """The NATS server's TLS as flags instead of a configuration file."""
+    return [
+        "--tlsverify",
+        "--tlscert",
+        str(certs.server_cert),
+        "--tlskey",
+        str(certs.server_key),
+        "--tlscacert",
+        str(certs.ca),
+    ]
+
+
+@pytest.mark.parametrize("given_by", ["config", "flags"])
 async def test_embedded_server_requires_client_certificates(
-    run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path
+    run_stanpkg: type[StanpkgRun], certs: CertSet, tmp_path: Path, given_by: str
 ) -> None:
-    server = run_stanpkg(
-        "-p", "-1", "-c", str(embedded_config(tmp_path, certs)), *client_cert_flags(certs)
+    nats_tls = (
+        ["-c", str(embedded_config(tmp_path, certs))]
+        if given_by == "config"
+        else embedded_tls_flags(certs)
     )
+    server = run_stanpkg("-p", "-1", *nats_tls, *client_cert_flags(certs))
     server.wait_ready()
     assert "TLS required for client connections" in server.log
     url = f"tls://127.0.0.1:{server.client_port}"
