@@ -147,3 +147,19 @@ def test_embedded_wrong_own_password_fails_without_showing_it(
     assert server.wait_exit() != 0
     assert "authorization violation" in server.log.lower()
     assert_no_secret(server)
+
+
+async def test_external_token(run_stanpkg: type[StanpkgRun], tmp_path: Path) -> None:
+    proc, url = start_nats_process(tmp_path / "nats", f'authorization {{ token: "{TOKEN}" }}')
+    try:
+        conf = tmp_path / "streaming.conf"
+        conf.write_text(f'token: "{TOKEN}"\n')
+        server = run_stanpkg("-ns", url, "-sc", str(conf))
+        server.wait_ready()
+        assert await stan_roundtrip(url, server.cluster_id, token=TOKEN) == EXPECTED
+        await assert_refused(url, token=WRONG_PASSWORD)
+        assert_no_secret(server)
+        server.stop()  # before its NATS server goes
+    finally:
+        proc.kill()
+        proc.wait(10)
