@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from stanpkg.proto import protocol_pb2 as pb
 from tests.faults.postgres import PrivatePostgres, unavailable
 from tests.faults.processes import StanProcess
-from tests.faults.workload import Publisher, gaps, read_channel
+from tests.faults.workload import CHANNEL, Publisher, gaps, read_channel
 from tests.server.conftest import new_cluster_id
 from tests.server.stan_client import StanClient
 
@@ -46,6 +47,9 @@ async def test_postgres_crashed_and_restarted_under_load(
     await asyncio.to_thread(stan.start)
     try:
         client = await StanClient.connect(nats_url, stan.cluster_id, "pub")
+        listener = await StanClient.connect(nats_url, stan.cluster_id, "sub")
+        # ack_wait 1 s: a delivery whose ack could not be stored comes again soon.
+        durable = await listener.subscribe(CHANNEL, durable="d", start=pb.First, ack_wait=1)
         publisher = Publisher(timeout=5.0)
         publishing = asyncio.create_task(publisher.run(client))
         await asyncio.wait_for(_acked_at_least(publisher, 200), 30)
@@ -67,7 +71,12 @@ async def test_postgres_crashed_and_restarted_under_load(
         assert 0 < len(gaps(seqs)) <= len(publisher.errors)
         assert publisher.acked_ids <= ids
         assert all(error.startswith("sql: ") for error in publisher.errors), publisher.errors[:3]
+        # The durable made before the outage got every stored message.
+        got = {m.sequence for m in durable.received}
+        while not got >= set(seqs):
+            got.add((await durable.next(timeout=5)).sequence)
         await client.close()
+        await listener.close()
         assert await asyncio.to_thread(stan.stop) == 0
     finally:
         await asyncio.to_thread(stan.kill9)
