@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench" / "cluster"))
 from cluster_bench import servers as cluster_servers  # noqa: E402 - a sibling script
 from cluster_bench import start_cluster, stop  # noqa: E402
 
-from stanpkg.bench.stan_client import StanBenchClient  # noqa: E402
+from stanpkg.client import StanBenchClient  # noqa: E402
 from stanpkg.transport.connection import NatsConnection  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

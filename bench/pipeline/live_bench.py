@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from processes import free_port, stop_server  # noqa: E402
 
-from stanpkg.bench.stan_client import StanBenchClient  # noqa: E402
+from stanpkg.client import StanBenchClient  # noqa: E402
 from stanpkg.pipeline import register  # noqa: E402
 from stanpkg.pipeline.live_client import RangeRead, channel_bounds, iter_range  # noqa: E402
 from stanpkg.pipeline.live_options import LiveOptions  # noqa: E402
