@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from stanpkg.stores.file import FileStore, config_from_plan
 from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     LogCapture,
+    config_for,
     encrypting,
     fresh_store,
     open_store,
@@ -368,8 +370,11 @@ def test_slice_with_gaps_from_old_servers(tmp_path: Path) -> None:
 def test_root_directory_errors(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
+    # validate refuses such a dir before any start; the store's own check stands for a
+    # directory that changed since (the plan is compiled on a good one, then pointed here)
+    config = replace(config_for(tmp_path / "good"), root=str(blocker / "store"))
     with pytest.raises(StoreError) as err:
-        open_store(blocker / "store")
+        FileStore(config, LogCapture())
     assert str(err.value) == (
         f"unable to create the root directory [{blocker / 'store'}]: "
         f"mkdir {blocker / 'store'}: not a directory"
