@@ -9,12 +9,9 @@ import contextlib
 import gzip
 import http.client
 import re
-import signal
 import ssl
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,6 +24,7 @@ from stanpkg.node import GO_VERSION, VERSION
 from stanpkg.plan.model import Plan
 from stanpkg.server.server import StreamingServer
 from stanpkg.server.views import ServerView
+from tests.log_lines import LineReadingProcess
 from tests.server.conftest import (  # noqa: F401 - fixtures and the async-test hook
     ROOT,
     nats_url,
@@ -98,39 +96,15 @@ async def async_request(
 
 
 @dataclass
-class MonitoredProcess:
+class MonitoredProcess(LineReadingProcess):
     """A ``stanpkg run`` process; log lines collected by a reader thread."""
 
     args: tuple[str, ...]
     cluster_id: str = field(default_factory=new_cluster_id)
-    lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         argv = ["-a", "127.0.0.1", "-p", "-1", "-cid", self.cluster_id, *self.args]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, *argv],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(text in line for line in list(self.lines)):
-                return
-            if self.proc.poll() is not None:
-                self._reader.join(2)
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"{text!r} not seen; log:\n" + "\n".join(self.lines))
+        super().__init__([sys.executable, "-c", RUNNER, *argv], cwd=ROOT)
 
     def _find(self, pattern: re.Pattern[str]) -> re.Match[str]:
         for line in self.lines:
@@ -158,17 +132,6 @@ class MonitoredProcess:
 
     def get(self, path: str, **kwargs: Any) -> Reply:
         return http_request(self.monitor_port, path, **kwargs)
-
-    def stop(self, timeout: float = 15.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._reader.join(5)
-        return self.proc.returncode
 
 
 class ClientLoop:

@@ -13,18 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from stanpkg.cli import main
 from stanpkg.plan.redact import redact_urls
+from tests.log_lines import LineReadingProcess
 from tests.monitor.conftest import http_request
 
 # Marker secrets: long and distinct, so a hit can only be a leak.
@@ -217,49 +214,12 @@ def test_redact_urls(text: str, shown: str) -> None:
     assert redact_urls(text) == shown
 
 
-class _Server:
+class _Server(LineReadingProcess):
     """A ``stanpkg run`` process with the marker flags and environment."""
 
     def __init__(self, cwd: Path, argv: list[str]) -> None:
-        env = {**os.environ, **ENV}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _RUN, "run", *argv],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if match := re.search(pattern, line):
-                    return match
-            if self.proc.poll() is not None:
-                self._reader.join(2)
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{pattern!r} not seen; log:\n" + "\n".join(self.lines))
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._reader.join(5)
-        return "\n".join(self.lines)
+        runner = [sys.executable, "-c", _RUN, "run", *argv]
+        super().__init__(runner, cwd=cwd, env={**os.environ, **ENV})
 
 
 MONITOR_PATHS = [
@@ -290,7 +250,8 @@ def test_a_running_server_its_log_and_monitoring(conf: Path) -> None:
         server.wait_for(r"STREAM: Streaming Server is ready")
         bodies = {path: http_request(port, path) for path in MONITOR_PATHS}
     finally:
-        log = server.stop()
+        server.stop(timeout=20)
+        log = server.log
     assert server.proc.returncode == 0, log
     assert bodies["/streaming/serverz"].status == 200
     assert "Streaming Server is ready" in log
@@ -315,6 +276,7 @@ def test_a_server_that_cannot_start(argv: list[str], conf: Path) -> None:
     try:
         server.proc.wait(60)
     finally:
-        log = server.stop()
+        server.stop(timeout=20)
+        log = server.log
     assert server.proc.returncode != 0, log
     assert _leaks(log) == [], log
