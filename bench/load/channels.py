@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    DATA,
     Sampler,
     close_client,
     cpu_seconds,
@@ -33,7 +34,6 @@ from common import (
 )
 from processes import stop_server
 
-DATA = Path(__file__).resolve().parent / "data"
 LIMITS = ["-mc", "0", "-msu", "0"]
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 from common import (
+    DATA,
     Sampler,
     close_client,
     cpu_seconds,
@@ -32,7 +32,6 @@ from common import (
     stan_client,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
 CHANNELS = 50
 
 

@@ -28,6 +28,7 @@ from stanpkg.transport import NatsConnection
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
 CLUSTER_ID = "load"
+DATA = Path(__file__).resolve().parent / "data"  # every run's samples and summary
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 

@@ -22,10 +22,10 @@ import argparse
 import asyncio
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from common import (
+    DATA,
     Sampler,
     close_client,
     cpu_seconds,
@@ -39,7 +39,6 @@ from common import (
 
 from stanpkg.client import StanBenchClient
 
-DATA = Path(__file__).resolve().parent / "data"
 CHANNEL = "soak"
 LATENCY_EVERY = 8
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 from common import (
+    DATA,
     Sampler,
     close_client,
     cpu_seconds,
@@ -28,7 +28,6 @@ from common import (
     stan_client,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
 CHANNEL = "fanout"
 
 
