@@ -1,16 +1,18 @@
 """Side by side: stanpkg (this checkout, and optionally a baseline checkout) and the Go
 reference server, loaded by the same Go ``stan-bench`` client, alternating run by run.
 
-    STANPKG_REFERENCE_DIR=/tmp/goref python bench/side_by_side.py --rounds 3
+    STANPKG_REFERENCE_DIR=/tmp/goref python bench/side_by_side.py            # everything
+    STANPKG_REFERENCE_DIR=/tmp/goref python bench/side_by_side.py --cores 1  # one core
     STANPKG_BASELINE_DIR=/tmp/baseline ... --scenarios mem_async,file_async512
 
 ``STANPKG_REFERENCE_DIR`` holds ``nats-streaming-server`` and ``stanbench`` as
-../shared/reference/build.sh builds them (``apt-get install golang-go``, then run it with
-the three public repositories cloned beside it). ``STANPKG_BASELINE_DIR`` is another
-checkout of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs
-with its own interpreter. Every run is printed as a JSON line; the summary gives the
-median of each side and the ratios of medians, which are the only figures to quote:
-absolute rates on this machine vary by 30 % from one hour to the next.
+../shared/reference/build.sh builds them. ``STANPKG_BASELINE_DIR`` is another checkout
+of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs with its
+own interpreter. Every run is printed as a JSON line and kept in ``runs.jsonl``;
+``summary.md`` gives min / median / max of each side and the ratios of medians, which
+are the only figures to quote (absolute rates on this machine vary by 30 % from one
+hour to the next); ``chart.png`` draws the ratios. Each run also records the CPU
+seconds of every server process and of stan-bench while stan-bench ran.
 """
 
 from __future__ import annotations
@@ -18,144 +20,235 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import statistics
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
+from sidebyside import procstat  # noqa: E402
+from sidebyside.rates import parse_rates  # noqa: E402
+from sidebyside.scenarios import SCENARIOS, Scenario  # noqa: E402
+from sidebyside.summary import comparisons, markdown, scaling_markdown  # noqa: E402
 
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
-# server flags, stan-bench flags
-SCENARIOS: dict[str, tuple[list[str], list[str]]] = {
-    "mem_async": (["-st", "memory"], ["-np", "1", "-ns", "1", "-n", "200000", "-mpa", "16384"]),
-    "mem_sync": (["-st", "memory"], ["-np", "1", "-ns", "0", "-n", "4000", "-sync"]),
-    "file_async512": (["-st", "file"], ["-np", "1", "-ns", "1", "-n", "150000", "-mpa", "512"]),
-    "file_sync": (["-st", "file"], ["-np", "1", "-ns", "0", "-n", "1500", "-sync"]),
-    "file_enc512": (
-        ["-st", "file", "-encrypt", "-encryption_key", "bench"],
-        ["-np", "1", "-ns", "1", "-n", "100000", "-mpa", "512"],
-    ),
-}
-RATE = r"^\s*(?:NATS Streaming )?{label}: ([\d,]+) msgs/sec"
+BUILD_HINT = """\
+set STANPKG_REFERENCE_DIR to a directory holding the Go reference's nats-streaming-server
+and stanbench. To build them (Go >= 1.19, no network needed once the clones exist):
+    apt-get install golang-go
+    git clone --bare https://github.com/nats-io/nats-streaming-server /tmp/nss.git
+    git clone --bare https://github.com/nats-io/stan.go /tmp/stan.go.git
+    git clone --bare https://github.com/nats-io/nats.go /tmp/nats.go.git
+    bash ../shared/reference/build.sh /tmp/nss.git /tmp/stan.go.git /tmp/nats.go.git /tmp/goref
+    export STANPKG_REFERENCE_DIR=/tmp/goref"""
+BENCH_TIMEOUT = 900.0
 
 
-def _servers(reference: Path, baseline: Path | None) -> dict[str, tuple[list[str], Path]]:
-    servers = {"head": ([str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT)}
+@dataclass(frozen=True)
+class Side:
+    name: str  # go, head, base
+    command: list[str]
+    cwd: Path
+
+
+def sides(reference: Path, baseline: Path | None) -> list[Side]:
+    found = [Side("go", [str(reference / "nats-streaming-server")], reference)]
+    found.append(Side("head", [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT))
     if baseline is not None:
-        servers["base"] = ([str(baseline / ".venv/bin/python"), "-c", RUN, "run"], baseline)
-    servers["go"] = ([str(reference / "nats-streaming-server")], reference)
-    return servers
+        found.append(Side("base", [str(baseline / ".venv/bin/python"), "-c", RUN, "run"], baseline))
+    return found
 
 
-def run_once(
-    command: list[str], cwd: Path, bench: Path, scenario: str, *, msg_size: int
-) -> dict[str, float]:
-    server_args, bench_args = SCENARIOS[scenario]
-    store = tempfile.mkdtemp(prefix="side-by-side-")
+def start_server(side: Side, scenario: Scenario, store: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    argv = [*command, "-a", "127.0.0.1", "-p", str(port), "-cid", "bench", *server_args]
-    if "file" in server_args:
+    argv = [*side.command, "-a", "127.0.0.1", "-p", str(port), "-cid", "bench"]
+    argv += scenario.server_args
+    if scenario.uses_file_store:
         argv += ["-dir", os.path.join(store, "store")]
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=side.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
     for line in proc.stderr:
         if b"Streaming Server is ready" in line:
             break
     else:
+        stop_server(proc)
         raise RuntimeError(f"{argv[0]} did not start")
     stderr = proc.stderr
-    threading.Thread(target=lambda: stderr.read(), daemon=True).start()
+    threading.Thread(target=stderr.read, daemon=True).start()  # never let the pipe fill
+    return proc, port
+
+
+def run_bench(argv: list[str]) -> tuple[str, float]:
+    """stan-bench's output and the CPU seconds it used (its rusage, from wait4)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    timer = threading.Timer(BENCH_TIMEOUT, proc.kill)
+    timer.start()
     try:
-        out = subprocess.run(
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        timer.cancel()
+    if proc.returncode != 0:
+        raise RuntimeError(f"stan-bench exited with {proc.returncode}: {out[-500:]}")
+    return out, rusage.ru_utime + rusage.ru_stime
+
+
+def run_once(side: Side, bench: Path, scenario: Scenario, max_msgs: int | None) -> dict[str, Any]:
+    store = tempfile.mkdtemp(prefix="side-by-side-")
+    proc, port = start_server(side, scenario, store)
+    try:
+        before = procstat.usage(proc.pid)
+        started = time.monotonic()
+        out, bench_cpu = run_bench(
             [
                 str(bench),
                 "-s",
                 f"nats://127.0.0.1:{port}",
                 "-c",
                 "bench",
-                *bench_args,
-                "-ms",
-                str(msg_size),
+                *scenario.bench_argv(max_msgs),
                 "foo",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        ).stdout
+            ]
+        )
+        wall = time.monotonic() - started
+        after = procstat.usage(proc.pid)  # read before the stop: exiting frees memory
     finally:
         stop_server(proc)
         shutil.rmtree(store, ignore_errors=True)
-    return parse_rates(out)
+    rss = {label: round(mb, 1) for label, (_, mb) in after.items()}
+    rss["total"] = round(sum(rss.values()), 1)
+    return {
+        **parse_rates(out),
+        "msgs": scenario.count(max_msgs),
+        "msg_size": scenario.msg_size,
+        "wall_s": round(wall, 3),
+        "cpu_s": procstat.cpu_delta(before, after),
+        "bench_cpu_s": round(bench_cpu, 3),
+        "rss_mb": rss,
+    }
 
 
-def parse_rates(out: str) -> dict[str, float]:
-    """stan-bench's published and received msgs/sec."""
-    rates = {}
-    for label, key in (("Pub stats", "pub"), ("Sub stats", "sub")):
-        found = re.search(RATE.format(label=re.escape(label)), out, re.M)
-        if found:
-            rates[key] = float(found.group(1).replace(",", ""))
-    return rates
+def pin_cores(cores: int | None) -> int:
+    """Pin this process, hence every server and stan-bench it starts, to the first N
+    cores it may use (all of them for None); the number of cores the runs get."""
+    allowed = sorted(_ALLOWED_CORES)
+    if cores is not None and not 1 <= cores <= len(allowed):
+        raise SystemExit(f"--cores must be between 1 and {len(allowed)}")
+    os.sched_setaffinity(0, allowed[: cores or len(allowed)])
+    return len(os.sched_getaffinity(0))
+
+
+_ALLOWED_CORES = frozenset(os.sched_getaffinity(0))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
+    parser.add_argument(
+        "--cores",
+        help="pin servers and stan-bench to N cores; a list (1,2) runs everything at each",
+    )
+    parser.add_argument("--max-msgs", type=int, help="cap every scenario's -n (for trials)")
+    parser.add_argument("--out", type=Path, help="default bench/results/<UTC timestamp>/")
+    parser.add_argument("--note", default="", help="appended to the title (e.g. machine shared)")
+    return parser.parse_args()
+
+
+def run_rounds(
+    all_sides: list[Side],
+    bench: Path,
+    names: list[str],
+    args: argparse.Namespace,
+    cores: int,
+    log: IO[str],
+) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    for round_no in range(args.rounds):
+        for name in names:
+            order = all_sides if round_no % 2 == 0 else all_sides[::-1]  # who goes first
+            for side in order:
+                run: dict[str, Any] = {"round": round_no, "scenario": name}
+                run |= {"side": side.name, "cores": cores}
+                try:
+                    run |= run_once(side, bench, SCENARIOS[name], args.max_msgs)
+                except RuntimeError as exc:
+                    run["error"] = str(exc)
+                runs.append(run)
+                print(json.dumps(run), flush=True)
+                log.write(json.dumps(run) + "\n")
+                log.flush()
+    return runs
+
+
+def write_report(
+    out_dir: Path, runs: list[dict[str, Any]], names: list[str], sides: list[str], header: str
+) -> None:
+    core_counts = sorted({r["cores"] for r in runs})
+    parts = [f"# {header.replace(chr(10), ', ')}\n"]
+    panels = []
+    for n in core_counts:
+        at_n = [r for r in runs if r["cores"] == n]
+        parts += [f"## {n} core(s)\n", markdown(at_n, names, sides)]
+        panels.append((f"{n} core(s)", comparisons(at_n, names)))
+    if len(core_counts) > 1:
+        parts += ["## Scaling with cores (medians)\n"]
+        parts += ["\n".join(scaling_markdown(runs, names, sides, core_counts)) + "\n"]
+    text = "\n".join(parts)
+    (out_dir / "summary.md").write_text(text)
+    print("\n" + text)
+    try:
+        import matplotlib  # noqa: F401 - the optional bench extra
+    except ImportError:
+        print("no chart: pip install 'stanpkg[bench]' for matplotlib", file=sys.stderr)
+        return
+    from sidebyside.chart import draw
+
+    draw(header, panels, sides, out_dir / "chart.png")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--msg-size", type=int, default=128)
-    args = parser.parse_args()
-    reference = os.environ.get("STANPKG_REFERENCE_DIR", "")
-    if not reference or not (Path(reference) / "stanbench").exists():
-        print(
-            "set STANPKG_REFERENCE_DIR to a directory with the Go reference's "
-            "nats-streaming-server and stanbench (build them with "
-            "../shared/reference/build.sh; it needs golang-go)",
-            file=sys.stderr,
-        )
+    args = parse_args()
+    reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
+    if not all((reference / b).is_file() for b in ("nats-streaming-server", "stanbench")):
+        print(BUILD_HINT, file=sys.stderr)
         return 2
+    names = args.scenarios.split(",")
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    core_counts = [int(n) for n in args.cores.split(",")] if args.cores else [None]
     baseline = os.environ.get("STANPKG_BASELINE_DIR")
-    servers = _servers(Path(reference), Path(baseline) if baseline else None)
-    bench = Path(reference) / "stanbench"
-    results: dict[tuple[str, str, str], list[float]] = {}
-    names = list(servers)
-    for round_no in range(args.rounds):
-        for scenario in args.scenarios.split(","):
-            order = names if round_no % 2 == 0 else names[::-1]  # alternate who goes first
-            for name in order:
-                command, cwd = servers[name]
-                rates = run_once(command, cwd, bench, scenario, msg_size=args.msg_size)
-                print(
-                    json.dumps({"round": round_no, "scenario": scenario, "server": name, **rates}),
-                    flush=True,
-                )
-                for key, value in rates.items():
-                    results.setdefault((scenario, name, key), []).append(value)
-    print(
-        "\n| scenario | rate | "
-        + " | ".join(f"{n} median" for n in names)
-        + " | head/go"
-        + (" | head/base" if "base" in servers else "")
-        + " |"
+    all_sides = sides(reference, Path(baseline) if baseline else None)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.out or ROOT / "bench" / "results" / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop servers on kill too
+    runs: list[dict[str, Any]] = []
+    with open(out_dir / "runs.jsonl", "w") as log:
+        for wanted in core_counts:
+            runs += run_rounds(
+                all_sides, reference / "stanbench", names, args, pin_cores(wanted), log
+            )
+    capped = f", -n capped at {args.max_msgs}" if args.max_msgs else ""
+    header = (
+        f"stanpkg ÷ Go nats-streaming-server, {args.rounds} round(s){capped}\n{stamp}, "
+        f"{os.cpu_count()}-CPU host{' ' + args.note if args.note else ''}"
     )
-    print("|---" * (3 + len(names) + ("base" in servers)) + "|")
-    for scenario in args.scenarios.split(","):
-        for key in ("pub", "sub"):
-            medians = {n: statistics.median(results.get((scenario, n, key), [0])) for n in names}
-            if not medians["go"]:
-                continue
-            row = [scenario, key, *(f"{medians[n]:.0f}" for n in names)]
-            row.append(f"{medians['head'] / medians['go']:.2f}")
-            if "base" in servers and medians["base"]:
-                row.append(f"{medians['head'] / medians['base']:.2f}")
-            print("| " + " | ".join(row) + " |")
+    write_report(out_dir, runs, names, [s.name for s in all_sides], header)
+    print(f"written: {out_dir}/runs.jsonl, summary.md, chart.png")
     return 0
 
 

@@ -1,0 +1,107 @@
+"""chart.png: one bar group per workload, stanpkg ÷ Go for each metric (ratio of
+medians), whiskers from the lowest to the highest ratio of runs paired by round, and the
+0.8 target line; one panel per core count. matplotlib is the optional ``bench`` extra."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sidebyside.scenarios import LOWER_IS_BETTER
+from sidebyside.summary import REFERENCE, Comparison
+
+TARGET = 0.8
+RSS_TARGET = 0.4  # issue 16: RSS for 1M stored messages ≤ 0.4× the reference's
+SIDE_COLOURS = {"head": "#1f77b4", "base": "#aaaaaa"}
+METRIC_HATCH = {"pub": "", "sub": "//", "rss_mb": ".."}
+
+
+def _panel(ax: Any, rows: Sequence[Comparison], others: Sequence[str], title: str) -> None:
+    scenarios = list(dict.fromkeys(row.scenario for row in rows))
+    most = max((len(others) * sum(r.scenario == s for r in rows) for s in scenarios), default=1)
+    width = 0.8 / most
+    for group, scenario in enumerate(scenarios):
+        bars = [(row, side) for row in rows if row.scenario == scenario for side in others]
+        start = group - width * (len(bars) - 1) / 2
+        for i, (row, side) in enumerate(bars):
+            ratio = row.ratios.get(side)
+            if ratio is None:
+                continue
+            x = start + i * width
+            ax.bar(
+                x,
+                ratio.median,
+                width * 0.9,
+                color=SIDE_COLOURS.get(side, "#2ca02c"),
+                hatch=METRIC_HATCH.get(row.metric, ""),
+                edgecolor="black",
+                linewidth=0.5,
+            )
+            ax.errorbar(
+                x,
+                ratio.median,
+                yerr=[[ratio.median - ratio.low], [ratio.high - ratio.median]],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+            )
+            label = f"{ratio.median:.2f}"
+            if row.metric in LOWER_IS_BETTER:
+                label += "\nlower is\nbetter"
+                ax.hlines(RSS_TARGET, x - width / 2, x + width / 2, colors="red", linewidth=2)
+            ax.annotate(
+                label,
+                (x, ratio.high),
+                textcoords="offset points",
+                xytext=(0, 3),
+                ha="center",
+                fontsize=7,
+            )
+    ax.axhline(TARGET, color="red", linestyle="--", linewidth=1)
+    ax.text(-0.5, TARGET, f" target {TARGET}", color="red", va="bottom", fontsize=8)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_xticks(range(len(scenarios)), scenarios, rotation=15, ha="right")
+    ax.set_xlim(-0.6, len(scenarios) - 0.4)
+    ax.set_ylabel("stanpkg ÷ Go")
+    top = max((r.high for row in rows for r in row.ratios.values()), default=1.0)
+    ax.set_ylim(0, max(1.2, top) * 1.18)
+    ax.set_title(title, fontsize=9)
+
+
+def draw(
+    title: str,
+    panels: Sequence[tuple[str, Sequence[Comparison]]],
+    sides: Sequence[str],
+    path: Path,
+) -> None:
+    """One panel per (panel title, rows), stacked; the legend on the first."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on the bench machines
+    import matplotlib.pyplot as plt
+    from matplotlib.artist import Artist
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    others = [s for s in sides if s != REFERENCE]
+    most = max((len({r.scenario for r in rows}) for _, rows in panels), default=1)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(max(8.0, 1.2 * most), 4.2 * len(panels)), squeeze=False
+    )
+    for ax, (panel_title, rows) in zip(axes[:, 0], panels, strict=True):
+        _panel(ax, rows, others, panel_title)
+    legend: list[Artist] = [
+        Rectangle((0, 0), 1, 1, facecolor=SIDE_COLOURS.get(s, "#2ca02c"), label=f"{s} ÷ go")
+        for s in others
+    ]
+    legend += [
+        Rectangle((0, 0), 1, 1, facecolor="white", hatch=h, edgecolor="black", label=m)
+        for m, h in (("published/s", ""), ("delivered/s", "//"), ("VmRSS", ".."))
+    ]
+    legend.append(Line2D([], [], color="black", marker="_", label="min–max of the rounds' ratios"))
+    axes[0, 0].legend(handles=legend, loc="upper left", fontsize=7, ncols=2)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
