@@ -49,7 +49,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _label(pid: int) -> str:
+def comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
@@ -59,7 +59,7 @@ def usage(pid: int) -> dict[str, tuple[float, float]]:
     found: dict[str, tuple[float, float]] = {"server": (cpu_seconds(pid), rss_mb(pid))}
     for child in descendants(pid):
         try:
-            label, cpu, rss = _label(child), cpu_seconds(child), rss_mb(child)
+            label, cpu, rss = comm(child), cpu_seconds(child), rss_mb(child)
         except OSError:
             continue
         old_cpu, old_rss = found.get(label, (0.0, 0.0))
