@@ -51,9 +51,13 @@ def record(
     spy = subprocess.Popen(spy_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert spy.stdout is not None
-        first = spy.stdout.readline()  # "Sampling process ..." once attached
-        if "Sampling" not in first:
-            raise SystemExit(f"py-spy could not attach (needs ptrace rights): {first}")
+        said = []
+        for line in spy.stdout:  # "Sampling process ..." once attached
+            said.append(line)
+            if "Sampling" in line:
+                break
+        else:
+            raise SystemExit(f"py-spy did not attach (it needs ptrace rights): {''.join(said)}")
         argv = [str(bench), "-s", f"nats://127.0.0.1:{port}", "-c", "bench"]
         run_bench([*argv, *scenario.bench_argv(max_msgs), "foo"])
     finally:
@@ -65,7 +69,8 @@ def record(
             spy.wait()
         shutil.rmtree(store, ignore_errors=True)
     if not path.exists():
-        raise SystemExit(f"py-spy wrote no {path}")
+        rest = spy.stdout.read() if spy.stdout else ""
+        raise SystemExit(f"py-spy wrote no {path} (exit {spy.returncode}): {rest}")
 
 
 def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
@@ -90,7 +95,7 @@ def parse_collapsed(text: str) -> tuple[Counter[str], Counter[str], int]:
 
 
 def report(self_time: Counter[str], inclusive: Counter[str], total: int, title: str) -> str:
-    lines = [title, f"{total} samples (Python server process only, idle time excluded)", ""]
+    lines = [title, f"{total} samples of the Python server's threads (idle excluded)", ""]
     for name, counts in (("self time", self_time), ("inclusive time", inclusive)):
         lines += [f"top {TOP} by {name}:"]
         for frame, count in counts.most_common(TOP):
