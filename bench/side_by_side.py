@@ -76,12 +76,15 @@ def start_server(side: Side, scenario: Scenario, store: str) -> tuple[subprocess
         argv += ["-dir", os.path.join(store, "store")]
     proc = subprocess.Popen(argv, cwd=side.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
-    for line in proc.stderr:
-        if b"Streaming Server is ready" in line:
-            break
-    else:
+    try:
+        for line in proc.stderr:
+            if b"Streaming Server is ready" in line:
+                break
+        else:
+            raise RuntimeError(f"{argv[0]} did not start")
+    except BaseException:  # not started, or Ctrl-C meanwhile: no server left behind
         stop_server(proc)
-        raise RuntimeError(f"{argv[0]} did not start")
+        raise
     stderr = proc.stderr
     threading.Thread(target=stderr.read, daemon=True).start()  # never let the pipe fill
     return proc, port
@@ -97,6 +100,10 @@ def run_bench(argv: list[str]) -> tuple[str, float]:
         out = proc.stdout.read()
         _, status, rusage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
+    except BaseException:  # Ctrl-C: no stan-bench left behind
+        proc.kill()
+        proc.wait()
+        raise
     finally:
         timer.cancel()
     if proc.returncode != 0:
@@ -163,6 +170,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-msgs", type=int, help="cap every scenario's -n (for trials)")
     parser.add_argument("--out", type=Path, help="default bench/results/<UTC timestamp>/")
     parser.add_argument("--note", default="", help="appended to the title (e.g. machine shared)")
+    parser.add_argument(
+        "--report", type=Path, metavar="DIR", help="only rewrite DIR's summary.md and chart.png"
+    )
     return parser.parse_args()
 
 
@@ -171,24 +181,34 @@ def run_rounds(
     bench: Path,
     names: list[str],
     args: argparse.Namespace,
-    cores: int,
+    core_counts: list[int | None],
     log: IO[str],
 ) -> list[dict[str, Any]]:
+    """Rounds outermost, so that runs stopped early (Ctrl-C) still hold every core count
+    and side alike; sides alternate who goes first from one round to the next."""
     runs: list[dict[str, Any]] = []
-    for round_no in range(args.rounds):
-        for name in names:
-            order = all_sides if round_no % 2 == 0 else all_sides[::-1]  # who goes first
-            for side in order:
-                run: dict[str, Any] = {"round": round_no, "scenario": name}
-                run |= {"side": side.name, "cores": cores}
-                try:
-                    run |= run_once(side, bench, SCENARIOS[name], args.max_msgs)
-                except RuntimeError as exc:
-                    run["error"] = str(exc)
-                runs.append(run)
-                print(json.dumps(run), flush=True)
-                log.write(json.dumps(run) + "\n")
-                log.flush()
+    try:
+        for round_no in range(args.rounds):
+            for wanted in core_counts:
+                cores = pin_cores(wanted)
+                for name in names:
+                    scenario = SCENARIOS[name]
+                    if not scenario.across_cores and wanted != core_counts[-1]:
+                        continue
+                    order = all_sides if round_no % 2 == 0 else all_sides[::-1]
+                    for side in order:
+                        run: dict[str, Any] = {"round": round_no, "scenario": name}
+                        run |= {"side": side.name, "cores": cores}
+                        try:
+                            run |= run_once(side, bench, scenario, args.max_msgs)
+                        except RuntimeError as exc:
+                            run["error"] = str(exc)
+                        runs.append(run)
+                        print(json.dumps(run), flush=True)
+                        log.write(json.dumps(run) + "\n")
+                        log.flush()
+    except KeyboardInterrupt:
+        print(f"stopped: the report covers the {len(runs)} runs done", file=sys.stderr)
     return runs
 
 
@@ -218,8 +238,19 @@ def write_report(
     draw(header, panels, sides, out_dir / "chart.png")
 
 
+def report_again(out_dir: Path) -> int:
+    """summary.md and chart.png again from a run's runs.jsonl and meta.json."""
+    meta = json.loads((out_dir / "meta.json").read_text())
+    lines = (out_dir / "runs.jsonl").read_text().splitlines()
+    runs = [json.loads(line) for line in lines if line.strip()]
+    write_report(out_dir, runs, meta["scenarios"], meta["sides"], meta["header"])
+    return 0
+
+
 def main() -> int:
     args = parse_args()
+    if args.report:
+        return report_again(args.report)
     reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
     if not all((reference / b).is_file() for b in ("nats-streaming-server", "stanbench")):
         print(BUILD_HINT, file=sys.stderr)
@@ -229,25 +260,29 @@ def main() -> int:
     if unknown:
         print(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
-    core_counts = [int(n) for n in args.cores.split(",")] if args.cores else [None]
+    core_counts: list[int | None] = [None]
+    if args.cores:
+        core_counts = [*sorted(int(n) for n in args.cores.split(","))]
+        pin_cores(
+            max(int(n) for n in args.cores.split(","))
+        )  # refuses a count this machine does not have, up front
     baseline = os.environ.get("STANPKG_BASELINE_DIR")
     all_sides = sides(reference, Path(baseline) if baseline else None)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.out or ROOT / "bench" / "results" / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop servers on kill too
-    runs: list[dict[str, Any]] = []
-    with open(out_dir / "runs.jsonl", "w") as log:
-        for wanted in core_counts:
-            runs += run_rounds(
-                all_sides, reference / "stanbench", names, args, pin_cores(wanted), log
-            )
     capped = f", -n capped at {args.max_msgs}" if args.max_msgs else ""
     header = (
         f"stanpkg ÷ Go nats-streaming-server, {args.rounds} round(s){capped}\n{stamp}, "
         f"{os.cpu_count()}-CPU host{' ' + args.note if args.note else ''}"
     )
-    write_report(out_dir, runs, names, [s.name for s in all_sides], header)
+    side_names = [s.name for s in all_sides]
+    meta = {"header": header, "scenarios": names, "sides": side_names}
+    (out_dir / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop servers on kill too
+    with open(out_dir / "runs.jsonl", "w") as log:
+        runs = run_rounds(all_sides, reference / "stanbench", names, args, core_counts, log)
+    write_report(out_dir, runs, names, side_names, header)
     print(f"written: {out_dir}/runs.jsonl, summary.md, chart.png")
     return 0
 

@@ -175,7 +175,7 @@ def scaling_markdown(
     head = ["workload", "metric", "side", *(f"{n} core(s)" for n in cores)]
     head.append(f"{cores[-1]} ÷ {cores[0]} cores")
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
-    for name in scenarios:
+    for name in (n for n in scenarios if SCENARIOS[n].across_cores):
         for metric in SCENARIOS[name].metrics:
             for side in sides:
                 medians = []

@@ -227,3 +227,27 @@ def test_one_small_round_writes_runs_summary_and_chart(tmp_path: Path) -> None:
     assert set(head["cpu_s"]) == {"server", "nats-server"}  # stanpkg and its NATS child
     assert "## 1 core(s)" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_is_rewritten_from_recorded_runs(tmp_path: Path) -> None:
+    runs = [
+        _run(0, "go", 100.0, cores=1),
+        _run(0, "head", 40.0, cores=1),
+        _run(0, "go", 180.0),
+        _run(0, "head", 60.0),
+        {"round": 0, "scenario": "rss_1m", "side": "go", "cores": 2, "msgs": 10},
+        {"round": 0, "scenario": "rss_1m", "side": "head", "cores": 2, "msgs": 10},
+    ]
+    runs[4]["rss_mb"] = {"server": 500.0, "total": 500.0}
+    runs[5]["rss_mb"] = {"server": 150.0, "nats-server": 50.0, "total": 200.0}
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    meta = {"header": "test\nrun", "scenarios": ["mem_async", "rss_1m"], "sides": ["go", "head"]}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    proc = _side_by_side("--report", str(tmp_path), env={})
+    assert proc.returncode == 0, proc.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("# test, run\n")
+    assert "## 1 core(s)" in summary and "## 2 core(s)" in summary
+    assert "| mem_async | published/s | head | 40 | 60 | 1.50 |" in summary
+    assert "| rss_1m |" not in summary.split("## Scaling")[1]  # memory does not scale
+    assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
