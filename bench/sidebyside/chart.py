@@ -14,7 +14,7 @@ from sidebyside.summary import REFERENCE, Comparison
 TARGET = 0.8
 RSS_TARGET = 0.4  # issue 16: RSS for 1M stored messages ≤ 0.4× the reference's
 SIDE_COLOURS = {"head": "#1f77b4", "base": "#aaaaaa"}
-METRIC_HATCH = {"pub": "", "sub": "//", "rss_mb": ".."}
+METRIC_HATCH = {"pub": "", "sub": "//", "rss_mb": "xx"}
 
 
 def _panel(ax: Any, rows: Sequence[Comparison], others: Sequence[str], title: str) -> None:
@@ -97,7 +97,7 @@ def draw(
     ]
     legend += [
         Rectangle((0, 0), 1, 1, facecolor="white", hatch=h, edgecolor="black", label=m)
-        for m, h in (("published/s", ""), ("delivered/s", "//"), ("VmRSS", ".."))
+        for m, h in (("published/s", ""), ("delivered/s", "//"), ("VmRSS", "xx"))
     ]
     legend.append(Line2D([], [], color="black", marker="_", label="min–max of the rounds' ratios"))
     axes[0, 0].legend(handles=legend, loc="upper left", fontsize=7, ncols=2)

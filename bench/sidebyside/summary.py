@@ -120,7 +120,11 @@ def markdown(runs: Sequence[Run], scenarios: Sequence[str], sides: Sequence[str]
 
 
 def _median_cpu(runs: Iterable[Run], scenario: str, side: str) -> dict[str, float]:
-    per_run = [cpu_us_per_msg(r) for r in runs if r["scenario"] == scenario and r["side"] == side]
+    per_run = [
+        cpu_us_per_msg(r)
+        for r in runs
+        if r["scenario"] == scenario and r["side"] == side and "error" not in r
+    ]
     labels = {label for per in per_run for label in per}
     return {
         label: statistics.median(per.get(label, 0.0) for per in per_run) for label in sorted(labels)
@@ -132,10 +136,11 @@ def cpu_markdown(runs: Sequence[Run], scenarios: Sequence[str], sides: Sequence[
     lines = [
         "CPU µs per published message (medians; server = every process of the server):",
         "",
-        "| workload | side | server total | server processes | stan-bench |",
-        "|---|---|---|---|---|",
+        f"| workload | side | server total | ÷ {REFERENCE} | server processes | stan-bench |",
+        "|---|---|---|---|---|---|",
     ]
     for name in scenarios:
+        reference = _median_cpu(runs, name, REFERENCE).get("server total")
         for side in sides:
             cpu = _median_cpu(runs, name, side)
             if not cpu:
@@ -146,7 +151,8 @@ def cpu_markdown(runs: Sequence[Run], scenarios: Sequence[str], sides: Sequence[
                 if label not in ("server total", "stan-bench")
             )
             total, bench = cpu["server total"], cpu["stan-bench"]
-            lines.append(f"| {name} | {side} | {total:.1f} | {parts} | {bench:.1f} |")
+            ratio = f"{total / reference:.2f}" if reference and side != REFERENCE else "–"
+            lines.append(f"| {name} | {side} | {total:.1f} | {ratio} | {parts} | {bench:.1f} |")
     return lines
 
 
@@ -154,7 +160,11 @@ def rss_parts_markdown(runs: Sequence[Run], sides: Sequence[str]) -> list[str]:
     """VmRSS of each server process after the 1M publish (medians), when that ran."""
     lines = []
     for side in sides:
-        parts = [r["rss_mb"] for r in runs if r["scenario"] == "rss_1m" and r["side"] == side]
+        parts = [
+            r["rss_mb"]
+            for r in runs
+            if r["scenario"] == "rss_1m" and r["side"] == side and "rss_mb" in r
+        ]
         if parts:
             labels = sorted({label for p in parts for label in p})
             cells = ", ".join(

@@ -91,6 +91,8 @@ def test_failed_runs_are_left_out_and_no_reference_gives_no_row() -> None:
     runs = [_run(0, "go", 100.0), _run(0, "head", 50.0), failed]
     row = compare(runs, "mem_async", "pub")
     assert row is not None and row.ratios["head"].median == 0.5
+    failed_rss = {"round": 0, "scenario": "rss_1m", "side": "head", "cores": 2, "error": "x"}
+    assert "**0.50**" in markdown([*runs, failed_rss], ["mem_async", "rss_1m"], ["go", "head"])
     assert compare([_run(0, "head", 50.0)], "mem_async", "pub") is None
     assert compare(runs, "fanout", "pub") is None
 
