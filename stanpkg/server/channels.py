@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from stanpkg.plan.limits import Limits
 from stanpkg.server import errors
 from stanpkg.server.subscriptions import QueueGroup, Subscription
+from stanpkg.server.wire import ack_prefix
 from stanpkg.stores.base import ChannelStore, Store, StoreError
 
 __all__ = ["Channel", "ChannelError", "ChannelRegistry"]
@@ -25,6 +26,7 @@ class ChannelError(Exception):
 
 class Channel:
     __slots__ = (
+        "ack_prefix",
         "age_timer",
         "by_ack_inbox",
         "by_inbox",
@@ -44,6 +46,7 @@ class Channel:
 
     def __init__(self, store: ChannelStore) -> None:
         self.name = store.name
+        self.ack_prefix = ack_prefix(store.name)  # recognizes this channel's acks cheaply
         self.store = store
         self.msgs = store.msgs
         self.subs_store = store.subs

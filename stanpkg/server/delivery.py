@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import lenient
 from stanpkg.server.subscriptions import QueueGroup, Subscription
-from stanpkg.server.wire import is_ctrl_msg, redelivered
+from stanpkg.server.wire import ack_sequence, is_ctrl_msg, redelivered
 from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
 
 if TYPE_CHECKING:
@@ -87,25 +87,26 @@ class Delivery:
         if seq < first:
             seq = first
         expires = self.loop.time() + sub.ack_wait
-        publish, inbox, lookup = self.publish, sub.inbox, msgs.lookup
+        publish, inbox, lookup_run = self.publish, sub.inbox, msgs.lookup_run
         sent: list[int] = []
         nbytes = 0
         while seq <= last and room > 0:
-            record = lookup(seq)
-            if record is not None:
-                try:
-                    publish(inbox, record)
-                except MaxPayloadError:
-                    self._too_large(sub, seq)
-                    seq += 1
-                    continue
-                except BadSubjectError:
-                    self._unreachable(sub)  # then counted as sent: see _unreachable
-                pending[seq] = expires
-                sent.append(seq)
-                nbytes += len(record)
-                room -= 1
-            seq += 1
+            # A run as long as the window has room for (missing records take none).
+            for record in lookup_run(seq, min(last, seq + room - 1)):
+                if record is not None:
+                    try:
+                        publish(inbox, record)
+                    except MaxPayloadError:
+                        self._too_large(sub, seq)
+                        seq += 1
+                        continue
+                    except BadSubjectError:
+                        self._unreachable(sub)  # then counted as sent: see _unreachable
+                    pending[seq] = expires
+                    sent.append(seq)
+                    nbytes += len(record)
+                    room -= 1
+                seq += 1
         sub.last_sent = seq - 1
         if room <= 0:
             sub.stalled = True
@@ -212,18 +213,13 @@ class Delivery:
 
     def on_ack(self, sub: Subscription, _subject: str, _reply: str, payload: bytes) -> None:
         """NATS handler of a subscription's ack inbox (bound with ``functools.partial``)."""
-        try:
-            ack = _Ack.FromString(payload)  # never reuse upb messages: their arenas only grow
-        except DecodeError:
-            try:
-                ack = lenient.parse(_Ack, payload)  # the rare slow path
-            except DecodeError:
-                if not is_ctrl_msg(payload):
-                    self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")
+        seq = ack_sequence(payload, sub.channel.ack_prefix)
+        if seq < 0:
+            seq = self._decode_ack(sub, payload)
+            if seq < 0:
                 return
-        if sub.removed or ack.subject != sub.channel.name:
+        if sub.removed:
             return
-        seq = ack.sequence
         if self.log.trace_enabled:
             self.log.trace(
                 f"[Client:{sub.client_id}] Processing ack for subid={sub.id}, "
@@ -236,6 +232,22 @@ class Delivery:
                 if member is not sub and seq in member.pending:
                     self.acknowledge(member, seq)
                     break
+
+    def _decode_ack(self, sub: Subscription, payload: bytes) -> int:
+        """An ack in a form :func:`ack_sequence` does not take: its sequence, or -1 when
+        it is not an ack of this subscription's channel."""
+        try:
+            ack = _Ack.FromString(payload)  # never reuse upb messages: their arenas only grow
+        except DecodeError:
+            try:
+                ack = lenient.parse(_Ack, payload)  # the rare slow path
+            except DecodeError:
+                if not is_ctrl_msg(payload):
+                    self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")
+                return -1
+        if ack.subject != sub.channel.name:
+            return -1
+        return int(ack.sequence)
 
     def acknowledge(self, sub: Subscription, seq: int) -> None:
         """Remove a pending sequence (client or implicit ack) and resume a stalled sub."""

@@ -27,7 +27,7 @@ from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel, ChannelError
-from stanpkg.server.wire import encode_pub_ack, is_ctrl_msg
+from stanpkg.server.wire import MsgEncoder, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ class _Parked(NamedTuple):
     conn_id: bytes
 
 
-_MsgProto = pb.MsgProto
 _PubMsg = pb.PubMsg
 
 
@@ -300,17 +299,7 @@ class PublishPipeline:
                     continue
                 group.seen.add(guid)
             group.seq += 1
-            # A new message object each time: a reused upb message keeps every value
-            # ever assigned to it in its arena (it would leak the payloads).
-            group.records.append(
-                _MsgProto(
-                    sequence=group.seq,
-                    subject=name,
-                    reply=msg_reply,
-                    data=data,
-                    timestamp=group.stamp,
-                ).SerializeToString()
-            )
+            group.records.append(group.encoder.encode(group.seq, msg_reply, data))
             group.acks.append((reply, guid))
             group.guids.append(guid)
         stored: list[_ChannelBatch] = []
@@ -381,6 +370,7 @@ class _ChannelBatch:
         "acks",
         "channel",
         "dedupe",
+        "encoder",
         "error",
         "guids",
         "records",
@@ -396,6 +386,7 @@ class _ChannelBatch:
         # reading per batch: its messages arrived in the same event-loop turn.
         self.stamp = max(now, channel.last_ts)
         channel.last_ts = self.stamp
+        self.encoder = MsgEncoder(channel.name, self.stamp)
         self.records: list[bytes] = []
         self.guids: list[str] = []
         self.acks: list[tuple[str, str]] = []

@@ -237,6 +237,12 @@ class MessageStore(ABC):
     def lookup(self, sequence: int) -> bytes | None:
         """The stored MsgProto bytes, or None when not (or no longer) stored."""
 
+    def lookup_run(self, first: int, last: int) -> list[bytes | None]:
+        """:meth:`lookup` of every sequence from ``first`` to ``last``, in order: what a
+        subscription is sent in one go. Stores that can read a run at once override it."""
+        lookup = self.lookup
+        return [lookup(seq) for seq in range(first, last + 1)]
+
     @abstractmethod
     def sequence_at_or_after(self, timestamp: int) -> int:
         """First stored sequence whose timestamp is ≥ ``timestamp``; ``last + 1`` if the

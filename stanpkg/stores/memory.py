@@ -175,6 +175,31 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         ends = seg.ends
         return bytes(seg.view[ends[index - 1] if index else 0 : ends[index]])
 
+    def lookup_run(self, first: int, last: int) -> list[bytes | None]:
+        recent_first = self._recent_first
+        if (
+            recent_first <= first
+            and self._first <= first
+            and last - recent_first < len(self._recent)
+        ):
+            return list(self._recent[first - recent_first : last - recent_first + 1])
+        if first < self._first or last > self._last or self._count == 0:
+            return super().lookup_run(first, last)
+        # One bisect per segment rather than per message.
+        records: list[bytes | None] = []
+        seq = first
+        while seq <= last:
+            seg = self._segments[bisect_right(self._firsts, seq) - 1]
+            index = seq - seg.first
+            stop = min(last - seg.first + 1, len(seg.ends))
+            view = seg.view
+            start = seg.ends[index - 1] if index else 0
+            for end in seg.ends[index:stop]:
+                records.append(bytes(view[start:end]))
+                start = end
+            seq = seg.first + stop
+        return records
+
     def timestamp(self, sequence: int) -> int:
         found = self._locate(sequence)
         if found is None:

@@ -55,6 +55,25 @@ def test_lookups_across_many_segments() -> None:
     assert store.lookup(0) is None and store.lookup(30_001) is None
 
 
+@pytest.mark.parametrize(
+    "run",
+    [(1, 1), (1, 30_000), (998, 1_003), (12_000, 20_000), (29_000, 30_000), (29_990, 30_005)],
+)
+def test_lookup_run_is_lookup_of_each_sequence(run: tuple[int, int]) -> None:
+    store, _ = _store()
+    _fill(store, 30_000, size=150)  # the newest batch is served from memory, others copied
+    first, last = run
+    assert store.lookup_run(first, last) == [store.lookup(s) for s in range(first, last + 1)]
+
+
+def test_lookup_run_after_old_messages_were_dropped() -> None:
+    store, _ = _store(max_msgs=2_500)
+    _fill(store, 5_000)
+    assert store.first_sequence == 2_501
+    assert store.lookup_run(2_400, 2_600) == [store.lookup(s) for s in range(2_400, 2_601)]
+    assert store.lookup_run(2_400, 2_600)[:101] == [None] * 101
+
+
 def test_big_records_get_their_own_segment() -> None:
     store, _ = _store()
     big = _record(1, size=MAX_SEGMENT_BYTES + 10)
