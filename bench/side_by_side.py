@@ -113,7 +113,11 @@ def run_bench(argv: list[str]) -> tuple[str, float]:
 
 def run_once(side: Side, bench: Path, scenario: Scenario, max_msgs: int | None) -> dict[str, Any]:
     store = tempfile.mkdtemp(prefix="side-by-side-")
-    proc, port = start_server(side, scenario, store)
+    try:
+        proc, port = start_server(side, scenario, store)
+    except BaseException:
+        shutil.rmtree(store, ignore_errors=True)
+        raise
     try:
         before = procstat.usage(proc.pid)
         started = time.monotonic()
