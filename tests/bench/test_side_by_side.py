@@ -10,30 +10,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = str(ROOT / "bench")
+from tests.bench.bench_path import ROOT, bench_on_path, run_bench_script
 
-
-@contextmanager
-def _bench_on_path() -> Iterator[None]:
-    """bench/ on sys.path only while importing from it: it holds a profile.py, which must
-    not shadow the standard library's for the rest of the test session (cProfile)."""
-    saved = list(sys.path)
-    sys.path.insert(0, BENCH)
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
-
-
-with _bench_on_path():
+with bench_on_path():
     from sidebyside import procstat
     from sidebyside.rates import parse_rates
     from sidebyside.scenarios import SCENARIOS
@@ -170,7 +155,7 @@ def _profile_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_profile", ROOT / "bench" / "profile.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    with _bench_on_path():  # its own sys.path.insert is undone too
+    with bench_on_path():  # its own sys.path.insert is undone too
         spec.loader.exec_module(module)
     return module
 
@@ -193,14 +178,7 @@ def test_collapsed_stacks_give_self_and_inclusive_shares() -> None:
 
 
 def _side_by_side(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "side_by_side.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ | env,
-        check=False,
-    )
+    return run_bench_script("side_by_side.py", *args, env=env)
 
 
 def test_missing_reference_says_how_to_build_it(tmp_path: Path) -> None:
