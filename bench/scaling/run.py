@@ -52,7 +52,9 @@ def sides(processes: list[int]) -> list[tuple[str, int]]:
     return [("go", 0), *((f"stanpkg×{k}", k) for k in processes)]
 
 
-def servers(processes: int, instances: int, reference: Path, workdir: Path) -> Any:
+def servers(
+    processes: int, instances: int, reference: Path, workdir: Path
+) -> AbstractContextManager[Running]:
     if processes == 0:
         return go_server(reference)
     return stanpkg_partitions(processes, instances, workdir)
@@ -63,14 +65,13 @@ def cpu_now(running: Running) -> dict[str, float]:
 
 
 def run_once(processes: int, instances: int, load: Load, reference: Path) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
-        manager: AbstractContextManager[Running] = servers(
-            processes, instances, reference, Path(tmp)
-        )
-        with manager as running:
-            before = cpu_now(running)
-            result = run_instances(reference / "stanbench", running.url, load, instances)
-            after = cpu_now(running)  # before the stop: the processes must still exist
+    with (
+        tempfile.TemporaryDirectory(prefix="scaling-") as tmp,
+        servers(processes, instances, reference, Path(tmp)) as running,
+    ):
+        before = cpu_now(running)
+        result = run_instances(reference / "stanbench", running.url, load, instances)
+        after = cpu_now(running)  # before the stop: the processes must still exist
     msgs = load.msgs * instances
     return {
         # every message published and delivered once, over the whole load's wall time: the
