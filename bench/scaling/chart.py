@@ -46,9 +46,10 @@ def draw(runs: Sequence[Run], cpu: dict[str, CpuPerMsg], title: str, path: Path)
         ax.errorbar(xs, ys, yerr=[low, high], color=colour, marker="o", capsize=3, label=side)
         if side not in cpu or not xs:
             continue
-        model = cpu[side]
+        model, label = cpu[side], None
         if model.processes > 1:  # the partitioned side grows one process per core
             model = CpuPerMsg(model.server_process, model.nats, model.bench, 0)
+            label = f"{side} projected with one stanpkg process per core"
         ahead = [n for n in PROJECTED_CORES if n > xs[-1]]
         projected = [model.rate(n, with_clients=True) for n in ahead]
         # from the measured point, scaled as the model scales (the model sets the slope)
@@ -59,9 +60,14 @@ def draw(runs: Sequence[Run], cpu: dict[str, CpuPerMsg], title: str, path: Path)
             color=colour,
             linestyle="--",
             marker="x",
+            label=label,
         )
     ax.plot(
-        [], [], color="black", linestyle="--", label="projection: CPU per message sets the slope"
+        [],
+        [],
+        color="black",
+        linestyle="--",
+        label="projection (dashed): CPU per message sets the slope",
     )
     ax.set_xticks(
         [*measured_cores, *PROJECTED_CORES], [str(n) for n in (*measured_cores, *PROJECTED_CORES)]
