@@ -8,8 +8,8 @@ a redelivery appends the ``redelivered``/``redeliveryCount`` fields (``wire.rede
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from google.protobuf.message import DecodeError
 
@@ -33,6 +33,7 @@ _TRANSFER_DELAY = 0.1
 _MAX_UNREACHABLE_REPORTS = 1000  # subscriptions reported; then silent (a flood of them)
 
 Publish = Callable[[str, bytes], None]
+PublishRun = Callable[[str, Sequence[bytes]], None]
 _Ack = pb.Ack
 
 
@@ -48,9 +49,16 @@ class DeliveryStats:
 
 
 class Delivery:
-    def __init__(self, loop: asyncio.AbstractEventLoop, publish: Publish, log: Logger) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        publish: Publish,
+        publish_run: PublishRun,
+        log: Logger,
+    ) -> None:
         self.loop = loop
         self.publish = publish
+        self.publish_run = publish_run  # all or nothing: see NatsConnection.publish_run
         self.log = log
         self.stats = DeliveryStats()
         # Subscriptions un-stalled by acks, fed once at the end of the read chunk: one
@@ -92,7 +100,22 @@ class Delivery:
         nbytes = 0
         while seq <= last and room > 0:
             # A run as long as the window has room for (missing records take none).
-            for record in lookup_run(seq, min(last, seq + room - 1)):
+            run = lookup_run(seq, min(last, seq + room - 1))
+            if None not in run:
+                records = cast(list[bytes], run)
+                try:
+                    self.publish_run(inbox, records)
+                except (MaxPayloadError, BadSubjectError):
+                    pass  # one by one below: each message gets its own treatment
+                else:
+                    count = len(run)
+                    pending.update(dict.fromkeys(range(seq, seq + count), expires))
+                    sent.extend(range(seq, seq + count))
+                    nbytes += sum(map(len, records))
+                    room -= count
+                    seq += count
+                    continue
+            for record in run:
                 if record is not None:
                     try:
                         publish(inbox, record)

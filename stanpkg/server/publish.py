@@ -352,12 +352,14 @@ class PublishPipeline:
                 server.log.error(
                     f"Unable to store subscriptions of channel {channel.name!r}: {exc}"
                 )
-        publish = server.conn.publish
-        for group in groups:
-            error = group.error
-            for reply, guid in group.acks:
-                if reply:
-                    publish(reply, encode_pub_ack(guid, error))
+        server.conn.publish_each(
+            [
+                (reply, encode_pub_ack(guid, group.error))
+                for group in groups
+                for reply, guid in group.acks
+                if reply
+            ]
+        )
         # The PubAcks end the batch: send them (and the deliveries) without waiting for the
         # end of the loop turn, which matters to synchronous publishers.
         server.conn.write_now()

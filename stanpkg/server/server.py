@@ -148,7 +148,7 @@ class StreamingServer:
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
         await self.mode.before_recovery(self)
-        self.delivery = Delivery(self.loop, self.conn.publish, self.log)
+        self.delivery = Delivery(self.loop, self.conn.publish, self.conn.publish_run, self.log)
         self.channels = ChannelRegistry(
             self.store, self.loop, self.publisher.request_deletion, self._channel_created
         )

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import random
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -435,6 +435,50 @@ class NatsConnection:
             self._loop.call_soon(self._scheduled_flush)
         elif len(out) >= _FLUSH_AT:
             self._write_big(len(msg))
+
+    def publish_run(self, subject: str, payloads: Sequence[bytes]) -> None:
+        """:meth:`publish` of each payload to one subject, checked and framed in one pass:
+        a subscription's run of deliveries. Raises as :meth:`publish` before queueing
+        anything when one of them could not be sent (the caller then sends one by one)."""
+        if self._closed:
+            raise ConnectionClosedError()
+        subject_b = self._subject_bytes.get(subject) or self._encode_subject(subject)
+        max_payload = self._max_payload
+        frames = []
+        for payload in payloads:
+            size = len(payload)
+            if size > max_payload:
+                raise MaxPayloadError()
+            frames.append(b"PUB %s %d\r\n%s\r\n" % (subject_b, size, payload))
+        self._queue_frames(frames)
+
+    def publish_each(self, messages: Iterable[tuple[str, bytes]]) -> None:
+        """:meth:`publish` of each (subject, payload) in one pass (PubAcks: small payloads,
+        a few subjects). Raises as :meth:`publish` before queueing anything."""
+        if self._closed:
+            raise ConnectionClosedError()
+        cache = self._subject_bytes
+        max_payload = self._max_payload
+        frames = []
+        for subject, payload in messages:
+            subject_b = cache.get(subject) or self._encode_subject(subject)
+            size = len(payload)
+            if size > max_payload:
+                raise MaxPayloadError()
+            frames.append(b"PUB %s %d\r\n%s\r\n" % (subject_b, size, payload))
+        self._queue_frames(frames)
+
+    def _queue_frames(self, frames: list[bytes]) -> None:
+        if not frames:
+            return
+        data = b"".join(frames)
+        self._out += data
+        self.out_msgs += len(frames)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._scheduled_flush)
+        elif len(self._out) >= _FLUSH_AT:
+            self._write_big(len(data))
 
     def publish_with_headers(
         self, subject: str, headers: bytes, payload: bytes, reply: str = ""

@@ -76,6 +76,36 @@ async def test_two_connections_order_preserved(nats_server: NatsProcess, loop_ki
     await sub.close()
 
 
+async def test_publish_run_and_each_send_in_order_or_nothing(nats_server: NatsProcess) -> None:
+    nc = await NatsConnection.connect(nats_server.url)
+    got, handler = collector()
+    nc.subscribe("run.*", handler)  # type: ignore[arg-type]
+    await nc.flush()
+    payloads = [os.urandom(i * 37 % 5000) for i in range(3000)]  # past the 64 KB write mark
+    nc.publish_run("run.a", payloads[:2000])
+    nc.publish_each([("run.b" if i % 2 else "run.c", p) for i, p in enumerate(payloads[2000:])])
+    too_big = b"x" * (nc.max_payload + 1)
+    with pytest.raises(MaxPayloadError):
+        nc.publish_run("run.a", [b"lost", too_big])
+    with pytest.raises(MaxPayloadError):
+        nc.publish_each([("run.a", b"lost"), ("run.a", too_big)])
+    with pytest.raises(BadSubjectError):
+        nc.publish_each([("run.a", b"lost"), ("bad subject", b"x")])
+    with pytest.raises(BadSubjectError):
+        nc.publish_run("", [b"lost"])
+    nc.publish_run("run.a", [])
+    await nc.flush()
+    await wait_until(lambda: len(got) == len(payloads))
+    assert [p for _, _, p in got] == payloads
+    assert [s for s, _, _ in got[1999:2003]] == ["run.a", "run.c", "run.b", "run.c"]
+    assert nc.out_msgs == len(payloads)
+    await nc.close()
+    with pytest.raises(ConnectionClosedError):
+        nc.publish_run("run.a", [b"x"])
+    with pytest.raises(ConnectionClosedError):
+        nc.publish_each([("run.a", b"x")])
+
+
 async def test_queue_group_delivers_each_message_once(nats_server: NatsProcess) -> None:
     nc = await NatsConnection.connect(nats_server.url)
     got_a, handler_a = collector()
