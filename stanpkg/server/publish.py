@@ -298,16 +298,15 @@ class PublishPipeline:
                     group.acks.append((reply, guid))
                     continue
                 group.seen.add(guid)
-            group.seq += 1
-            group.records.append(group.encoder.encode(group.seq, msg_reply, data))
+            group.messages.append((msg_reply, data))
             group.acks.append((reply, guid))
             group.guids.append(guid)
         stored: list[_ChannelBatch] = []
         for group in groups.values():
             channel = group.channel
+            records = group.encoder.encode_run(group.first, group.messages)
             try:
-                stamps = [group.stamp] * len(group.records)
-                channel.msgs.store(group.records, stamps, group.guids)
+                channel.msgs.store(records, [group.stamp] * len(records), group.guids)
             except StoreError as exc:
                 group.error = str(exc)
                 server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
@@ -366,7 +365,7 @@ class PublishPipeline:
 
 
 class _ChannelBatch:
-    """The messages of one publish batch for one channel (encoded by ``_process``)."""
+    """The messages of one publish batch for one channel (encoded by ``_stage``)."""
 
     __slots__ = (
         "acks",
@@ -374,22 +373,22 @@ class _ChannelBatch:
         "dedupe",
         "encoder",
         "error",
+        "first",
         "guids",
-        "records",
+        "messages",
         "seen",
-        "seq",
         "stamp",
     )
 
     def __init__(self, channel: Channel, now: int) -> None:
         self.channel = channel
-        self.seq = channel.msgs.last_assigned_sequence
+        self.first = channel.msgs.last_assigned_sequence + 1
         # protocol.md §7.3: never before the channel's previous timestamp. One clock
         # reading per batch: its messages arrived in the same event-loop turn.
         self.stamp = max(now, channel.last_ts)
         channel.last_ts = self.stamp
         self.encoder = MsgEncoder(channel.name, self.stamp)
-        self.records: list[bytes] = []
+        self.messages: list[tuple[str, bytes]] = []  # (reply, data), numbered from first
         self.guids: list[str] = []
         self.acks: list[tuple[str, str]] = []
         msgs = channel.msgs
