@@ -16,6 +16,7 @@ PACKAGE = ROOT / "stanpkg"
 # docs/architecture.md's table: a unit (top-level package or module of stanpkg) may import
 # units of its own layer's packages only if listed in SAME_LAYER, and any lower layer.
 LAYERS: dict[str, int] = {
+    "hot_path": 0,  # which modules are compiled: imports nothing of stanpkg
     "conf": 1,
     "plan": 2,
     "proto": 3,

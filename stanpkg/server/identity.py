@@ -7,10 +7,17 @@ import re
 import subprocess
 
 from stanpkg import __version__
+from stanpkg.hot_path import MODULES, compiled_modules
 from stanpkg.transport.embedded import find_nats_server_binary
 from stanpkg.transport.errors import NatsError
 
-__all__ = ["STAN_VERSION", "identity_line", "nats_server_version", "version_text"]
+__all__ = [
+    "STAN_VERSION",
+    "hot_path_line",
+    "identity_line",
+    "nats_server_version",
+    "version_text",
+]
 
 STAN_VERSION = "0.25.6"  # the nats-streaming-server release whose behaviour is implemented
 
@@ -52,5 +59,16 @@ def version_text() -> str:
     return (
         f"stanpkg {__version__}\n"
         f"nats-streaming-server {STAN_VERSION} (STAN protocol and behaviour implemented)\n"
-        f"{nats}"
+        f"{nats}\n"
+        f"{hot_path_line()}"
     )
+
+
+def hot_path_line() -> str:
+    """Whether this installation runs the compiled per-message modules (hot_path.py)."""
+    compiled = compiled_modules()
+    if len(compiled) == len(MODULES):
+        return "hot path: compiled (mypyc)"
+    if compiled:
+        return f"hot path: partly compiled ({', '.join(compiled)})"
+    return "hot path: pure Python (STANPKG_COMPILE=1 at install compiles it: docs/install.md)"

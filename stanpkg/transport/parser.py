@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from stanpkg.hot_path import mypyc_attr
 from stanpkg.transport.errors import ProtocolError
 
 MsgHandler = Callable[[str, str, bytes], None]
@@ -105,6 +106,8 @@ def _header_status(header: bytes) -> int:
     return 0
 
 
+# Compiled (stanpkg/hot_path.py), it is still subclassed by the interpreted ClientProtocol.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ProtocolParser:
     """Parses server output and dispatches it. Subclasses implement the ``_on_*`` hooks.
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from stanpkg import __version__
-from stanpkg.server.identity import identity_line, nats_server_version
+from stanpkg.server.identity import hot_path_line, identity_line, nats_server_version
 from stanpkg.transport.embedded import find_nats_server_binary
 
 BIN = Path(sys.executable).parent
@@ -25,6 +25,7 @@ def test_version_names_stanpkg_the_stan_release_and_nats_server() -> None:
         f"stanpkg {__version__}",
         "nats-streaming-server 0.25.6 (STAN protocol and behaviour implemented)",
         f"nats-server {_installed_nats_version()} ({find_nats_server_binary()})",
+        hot_path_line(),
     ]
     for argv in (
         ["stanpkg", "--version"],
@@ -52,3 +53,9 @@ def test_nats_server_version_of_a_missing_binary_is_unknown(tmp_path: Path) -> N
     not_nats.write_text("#!/bin/sh\necho hello\n")
     not_nats.chmod(0o755)
     assert nats_server_version(str(not_nats)) == ""
+
+
+def test_version_says_the_hot_path_is_pure_python_in_a_source_checkout() -> None:
+    # The editable install runs the sources; tests/packaging/test_compiled.py checks the
+    # compiled build's line.
+    assert hot_path_line().startswith("hot path: pure Python (STANPKG_COMPILE=1")

@@ -1,0 +1,49 @@
+"""The per-message modules, compiled with mypyc when stanpkg is built with
+``STANPKG_COMPILE=1`` (setup.py reads this list). There the interpreter's own overhead is
+most of the cost: compiled, the server spends about a third less CPU per message
+(bench/README.md). They stay plain Python as well, used wherever no compiled build is
+installed; the two behave the same, and the tests run against both."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["MODULES", "compiled_modules", "mypyc_attr", "source_paths"]
+
+MODULES = (
+    "stanpkg.transport.parser",
+    "stanpkg.server.wire",
+    "stanpkg.server.delivery",
+    "stanpkg.server.publish",
+)
+
+
+def source_paths() -> list[str]:
+    """The modules' source files, relative to the project's root."""
+    return [name.replace(".", "/") + ".py" for name in MODULES]
+
+
+def compiled_modules() -> list[str]:
+    """Those of :data:`MODULES` that the installed stanpkg has compiled."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = []
+    for name in MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and (spec.origin or "").endswith(suffixes):
+            found.append(name)
+    return found
+
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # not installed (plain Python): the attributes are for the compiler only
+    _T = TypeVar("_T")
+
+    def _unchanged(cls: _T) -> _T:
+        return cls
+
+    def mypyc_attr(*_attrs: str, **_kwattrs: object) -> Callable[[_T], _T]:
+        return _unchanged

@@ -1,0 +1,98 @@
+"""The compiled build (``STANPKG_COMPILE=1``): the wheel for this platform carries the
+per-message modules of stanpkg/hot_path.py compiled with mypyc, says so in ``--version``,
+and passes the transport and server tests that exercise those modules, run against it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from stanpkg.hot_path import MODULES
+from tests.packaging.fixtures import VERSION
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+# The tests that go through the compiled modules: the NATS parser, publishing, delivery
+# and acks, the hand-built protocol bytes, bad input.
+SUITE = [
+    "tests/transport/test_parser.py",
+    "tests/transport/test_connection.py",
+    "tests/server/test_wire.py",
+    "tests/server/test_publish.py",
+    "tests/server/test_delivery.py",
+    "tests/server/test_subscribe.py",
+    "tests/server/test_bad_input.py",
+    "tests/server/test_limits.py",
+]
+
+
+@pytest.fixture(scope="module")
+def compiled_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled wheel, built from this checkout as pip would (isolated), unpacked."""
+    out = tmp_path_factory.mktemp("compiled")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        env={**os.environ, "STANPKG_COMPILE": "1"},
+        check=True,
+        timeout=600,
+    )
+    wheels = list(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [f"stanpkg-{VERSION}-cp311-cp311-linux_x86_64.whl"]
+    site = out / "site"
+    with zipfile.ZipFile(wheels[0]) as whl:
+        whl.extractall(site)
+    return site
+
+
+def _env(site: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def test_the_wheel_has_every_hot_path_module_compiled(compiled_site: Path) -> None:
+    for name in MODULES:
+        stem = compiled_site / name.replace(".", "/")
+        assert list(stem.parent.glob(f"{stem.name}.cpython-311-*.so")), name
+        assert stem.with_suffix(".py").exists(), name  # the source stays beside it
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", "from stanpkg.cli import main; main()", "--version"],
+        env=_env(compiled_site),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.splitlines()[-1] == "hot path: compiled (mypyc)"
+
+
+def test_the_compiled_modules_pass_their_tests(compiled_site: Path) -> None:
+    env = {**_env(compiled_site), "STANPKG_EXPECT_COMPILED": "1"}
+    check = (
+        "from stanpkg.hot_path import MODULES, compiled_modules; "
+        "assert compiled_modules() == list(MODULES), compiled_modules()"
+    )
+    subprocess.run([sys.executable, "-P", "-c", check], env=env, check=True, cwd=ROOT)
+    # The build before the checkout (whose tests/ still come from the checkout): pytest
+    # puts its pythonpath setting first, so the build goes first in it.
+    pytest_argv = [
+        "-P",
+        "-m",
+        "pytest",
+        "-o",
+        f"pythonpath={compiled_site} .",
+        "-p",
+        "no:cacheprovider",
+    ]
+    result = subprocess.run(
+        [sys.executable, *pytest_argv, "-q", "-x", *SUITE],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
