@@ -4,6 +4,7 @@ Python. Without it the wheel is pure Python. Everything else is in pyproject.tom
 
 import os
 import runpy
+from pathlib import Path
 
 from setuptools import setup
 
@@ -11,6 +12,10 @@ ext_modules = []
 if os.environ.get("STANPKG_COMPILE") == "1":
     from mypyc.build import mypycify  # a build requirement only then (build_backend.py)
 
+    # An in-tree build reuses build/: a module compiled by an earlier build and no longer
+    # listed would be packed again and shadow its source.
+    for stale in Path("build").glob("lib.*/**/*.so"):
+        stale.unlink()
     hot_path = runpy.run_path(os.path.join("stanpkg", "hot_path.py"))
     ext_modules = mypycify(hot_path["source_paths"](), opt_level="3", group_name="stanpkg_hot_path")
 
