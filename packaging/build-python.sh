@@ -32,5 +32,11 @@ for v in $LINUX_PYTHONS; do
         "${platforms[@]}" --dest "$linux" \
         "$DIST/stanpkg-$VERSION-py3-none-any.whl[postgres,mysql]" pip 2>>"$BUILD/build-python.log"
 done
+# stanpkg compiled (STANPKG_COMPILE=1, docs/install.md) for the CPython that builds it, from
+# the sdist: pip on a host with that Python takes it over the pure wheel, the others
+# install the pure one. Its extension modules need glibc 2.14 symbols only.
+STANPKG_COMPILE=1 "$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps \
+    --wheel-dir "$linux" "$DIST/stanpkg-$VERSION.tar.gz" >>"$BUILD/build-python.log" 2>&1 \
+    || { cat "$BUILD/build-python.log" >&2; exit 1; }
 echo "$LINUX_PYTHONS" >"$linux/PYTHON_VERSIONS"
 ls "$DIST"/stanpkg-"$VERSION"*

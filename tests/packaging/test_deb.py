@@ -18,7 +18,7 @@ import pytest
 
 from tests.packaging import containers
 from tests.packaging.containers import Machine
-from tests.packaging.fixtures import ROOT, need_tools
+from tests.packaging.fixtures import ROOT, VERSION, need_tools
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +65,9 @@ def test_package_layout(deb_file: Path) -> None:
     for tag in ("cp311", "cp312", "cp313"):
         assert [w for w in wheels if w.startswith("uvloop-") and f"-{tag}-" in w], tag
     assert [w for w in wheels if w.startswith("pip-")]  # the installer, never in the venv
+    # stanpkg pure, and compiled for the build machine's CPython 3.11 (docs/install.md).
+    assert f"stanpkg-{VERSION}-py3-none-any.whl" in wheels
+    assert f"stanpkg-{VERSION}-cp311-cp311-linux_x86_64.whl" in wheels
     # The SQL drivers are bundled (extras on pip, part of the package here).
     assert [w for w in wheels if w.startswith("psycopg_binary-")]
     assert [w for w in wheels if w.startswith("pymysql-")]
