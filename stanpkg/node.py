@@ -21,9 +21,9 @@ import os
 import platform
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stanpkg.monitor.service import MonitorServer, monitor_config
+from stanpkg.monitor.config import monitor_config
 from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.plan.model import Plan
 from stanpkg.server.errors import StartupError
@@ -41,6 +41,9 @@ from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 from stanpkg.transport.tls import tls_context_from_options
+
+if TYPE_CHECKING:
+    from stanpkg.monitor.service import MonitorServer
 
 __all__ = [
     "GO_VERSION",
@@ -281,6 +284,8 @@ class _Node:
         )
         monitoring = monitor_config(plan)
         if monitoring is not None:
+            from stanpkg.monitor.service import MonitorServer  # loads aiohttp: only if used
+
             self.monitor = MonitorServer(
                 ServerView(self.server),
                 monitoring,

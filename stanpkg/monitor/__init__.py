@@ -1,7 +1,9 @@
 """Monitoring: the reference's ``/streaming/*`` endpoints, ``/metrics`` for Prometheus,
 and the embedded nats-server's own endpoints, on the ``-m``/``-ms`` port.
 
-* ``service`` — the HTTP(S) listener (``MonitorServer``), started by ``stanpkg.node``;
+* ``config`` — whether and where to listen, from the plan (``monitor_config``);
+* ``service`` — the HTTP(S) listener (``MonitorServer``), started by ``stanpkg.node``
+  and imported only then (it loads aiohttp);
 * ``routes`` — request handlers; ``proxy`` — NATS endpoints forwarded to nats-server;
 * ``documents`` — the JSON documents; ``gojson`` — Go's JSON/time/Atoi details;
 * ``metrics`` — the Prometheus exposition (prometheus-nats-exporter names and labels);
@@ -11,6 +13,6 @@ Everything is read through ``stanpkg.server.views.ServerView`` at request time; 
 counted per message for monitoring's sake.
 """
 
-from stanpkg.monitor.service import MonitorConfig, MonitorServer, monitor_config
+from stanpkg.monitor.config import MonitorConfig, monitor_config
 
-__all__ = ["MonitorConfig", "MonitorServer", "monitor_config"]
+__all__ = ["MonitorConfig", "monitor_config"]
