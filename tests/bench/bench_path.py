@@ -16,8 +16,8 @@ BENCH = str(ROOT / "bench")
 
 @contextmanager
 def bench_on_path() -> Iterator[None]:
-    """bench/ on sys.path only while importing from it: it holds a profile.py, which must
-    not shadow the standard library's for the rest of the test session (cProfile)."""
+    """bench/ on sys.path only while importing from it: its script names (processes.py,
+    …) must not shadow other modules for the rest of the test session."""
     saved = list(sys.path)
     sys.path.insert(0, BENCH)
     try:

@@ -152,7 +152,7 @@ def test_proc_readings_of_a_real_process_tree() -> None:
 
 
 def _profile_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_profile", ROOT / "bench" / "profile.py")
+    spec = importlib.util.spec_from_file_location("bench_profile", ROOT / "bench" / "flamegraph.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     with bench_on_path():  # its own sys.path.insert is undone too

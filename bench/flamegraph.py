@@ -1,7 +1,7 @@
 """Where stanpkg's server spends its time in one side-by-side scenario: the server runs
 under ``py-spy record`` while the Go ``stan-bench`` loads it as in side_by_side.py.
 
-    STANPKG_REFERENCE_DIR=/tmp/goref python bench/profile.py mem_async fanout
+    STANPKG_REFERENCE_DIR=/tmp/goref python bench/flamegraph.py mem_async fanout
 
 Writes ``bench/profiles/<scenario>.svg`` (a flame graph; open it in a browser) and
 ``<scenario>.txt``: the functions with the most self time (the frame on top of the stack)
