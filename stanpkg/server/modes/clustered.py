@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject", "node_subject"]
 
 NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
+# An operator's "add" may name a node whose interest has not yet crossed the routes, or
+# whose process is busy on a loaded host: it is asked again until this much time is up.
+ADD_PROBE_PATIENCE = 5.0
 
 
 def node_subject(cluster_id: str, node_id: str) -> str:
@@ -159,11 +162,16 @@ class Clustered(ServingMode):
 
     async def _check_running(self, server: StreamingServer, node: str) -> None:
         """A JetStream server joins by its routes; the node must be up to count."""
-        try:
-            await server.conn.request(
-                node_subject(server.plan.cluster_id, node), b"", NODE_PROBE_TIMEOUT
-            )
-        except (NatsError, TimeoutError):
-            raise StoreError(
-                "no node with this ID is running (start it with the cluster's routes first)"
-            ) from None
+        subject = node_subject(server.plan.cluster_id, node)
+        deadline = asyncio.get_running_loop().time() + ADD_PROBE_PATIENCE
+        while True:
+            try:
+                await server.conn.request(subject, b"", NODE_PROBE_TIMEOUT)
+                return
+            except (NatsError, TimeoutError):
+                if asyncio.get_running_loop().time() >= deadline:
+                    break
+                await asyncio.sleep(0.1)  # "no responders" comes back at once
+        raise StoreError(
+            "no node with this ID is running (start it with the cluster's routes first)"
+        )
