@@ -30,7 +30,8 @@ from side_by_side import parse_rates  # noqa: E402 - a sibling script
 
 def start_cluster(
     command: list[str], workdir: Path
-) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
+) -> tuple[list[subprocess.Popen[bytes]], list[int], str]:
+    """The processes, the client ports of the two followers and the serving node's ID."""
     routes = {name: free_port() for name in "abc"}
     ports = {name: free_port() for name in "abc"}
     procs = []
@@ -51,7 +52,7 @@ def start_cluster(
         if any(b"Streaming Server is ready" in text for text in logs):
             leader = next(i for i, text in enumerate(logs) if b"Streaming Server is ready" in text)
             follower_ports = [ports[n] for i, n in enumerate("abc") if i != leader]
-            return procs, follower_ports
+            return procs, follower_ports, "abc"[leader]
         time.sleep(0.2)
     stop(procs)
     raise RuntimeError(f"no leader in 90 s: see {workdir}")
@@ -62,9 +63,31 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
         stop_server(proc)
 
 
-def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float]:
+def channel_leader(port: int) -> str:
+    """The JetStream server leading the channel's stream (stanpkg only; "" for Go)."""
+    import asyncio
+
+    import nats
+
+    async def ask() -> str:
+        nc = await nats.connect(f"nats://127.0.0.1:{port}")
+        try:
+            for info in await nc.jetstream().streams_info():
+                if info.config.name and info.config.name.startswith("STAN_bench_foo_"):
+                    return str(info.cluster.leader if info.cluster else "")
+            return ""
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # the Go cluster has no JetStream
+        return ""
+
+
+def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float | str]:
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
-    procs, followers = start_cluster(command, workdir)
+    procs, followers, serving = start_cluster(command, workdir)
     try:
         time.sleep(2)  # let the followers settle
         out = subprocess.run(
@@ -72,21 +95,30 @@ def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str,
              "-ns", "1", "-n", str(count), "-ms", "128", "-mpa", str(mpa), "foo"],
             capture_output=True, text=True, timeout=900, check=False,
         ).stdout  # fmt: skip
+        # Where the channel's stream is led decides a route hop per write: recorded.
+        leader = channel_leader(followers[0])
     finally:
         stop(procs)
         shutil.rmtree(workdir, ignore_errors=True)
-    return parse_rates(out)
+    placement = {"serving": serving, "stream_leader": leader} if leader else {}
+    return {**parse_rates(out), **placement}
 
 
-def servers() -> tuple[Path, dict[str, list[str]]] | None:
+def servers(build: str = "") -> tuple[Path, dict[str, list[str]]] | None:
     """The reference's directory and the commands of both servers (None, with a hint,
-    when STANPKG_REFERENCE_DIR does not hold the reference's binaries)."""
+    when STANPKG_REFERENCE_DIR does not hold the reference's binaries); ``build``: a
+    directory holding another build of the stanpkg package (a compiled one)."""
     reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
     if not (reference / "stanbench").exists():
         print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
         return None
     return reference, {
-        "stanpkg": [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"],
+        "stanpkg": [
+            str(ROOT / ".venv/bin/python"),
+            "-c",
+            f"import sys; sys.path.insert(0, {build!r}); {RUN}" if build else RUN,
+            "run",
+        ],
         "go": [str(reference / "nats-streaming-server")],
     }
 
@@ -96,8 +128,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("-n", "--count", type=int, default=50000)
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
+    parser.add_argument("--build", default="", help="a directory with a stanpkg build")
     args = parser.parse_args()
-    found = servers()
+    found = servers(args.build)
     if found is None:
         return 2
     reference, servers_ = found
@@ -108,7 +141,8 @@ def main() -> int:
             rates = run_once(servers_[name], reference / "stanbench", args.count, args.mpa)
             print(json.dumps({"round": round_no, "server": name, **rates}), flush=True)
             for key, value in rates.items():
-                results.setdefault((name, key), []).append(value)
+                if isinstance(value, float):
+                    results.setdefault((name, key), []).append(value)
     for key in ("pub", "sub"):
         mine = statistics.median(results.get(("stanpkg", key), [0]))
         theirs = statistics.median(results.get(("go", key), [0]))

@@ -109,26 +109,35 @@ async def _acked_publisher(
         await client.close()
 
 
+async def kill_while_publishing(
+    victim: Node, urls: list[str], cid: str, *, after: int
+) -> tuple[list[int], list[float]]:
+    """kill -9 of ``victim`` (and its nats-server) once 200 publishes are acknowledged;
+    publishing goes on until ``after`` more are. The acknowledged numbers and the times
+    between two PubAcks."""
+    stop = asyncio.Event()
+    acked: list[int] = []
+    stalls: list[float] = []
+    publisher = asyncio.create_task(_acked_publisher(urls, cid, stop, acked, stalls))
+    while len(acked) < 200:
+        await asyncio.sleep(0.05)
+    victim.kill_with_its_nats_server()
+    killed_at = len(acked)
+    deadline = time.monotonic() + 60
+    while len(acked) < killed_at + after and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    stop.set()
+    await publisher
+    assert len(acked) >= killed_at + after, f"publishing did not go on after {victim.name} died"
+    return acked, stalls
+
+
 async def test_kill_of_the_serving_node_loses_no_acknowledged_message(cluster: Cluster) -> None:
     nodes = start_three(cluster)
     leader = leader_of(nodes)
     survivors = [n for n in nodes if n is not leader]
     cid = cluster.cluster_id
-    stop = asyncio.Event()
-    acked: list[int] = []
-    stalls: list[float] = []
-    urls = [n.url for n in survivors]
-    publisher = asyncio.create_task(_acked_publisher(urls, cid, stop, acked, stalls))
-    while len(acked) < 200:
-        await asyncio.sleep(0.05)
-    leader.kill_with_its_nats_server()
-    killed_at = len(acked)
-    deadline = time.monotonic() + 60
-    while len(acked) < killed_at + 200 and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    stop.set()
-    await publisher
-    assert len(acked) >= killed_at + 200, "publishing did not resume after the failover"
+    acked, stalls = await kill_while_publishing(leader, [n.url for n in survivors], cid, after=200)
     new_leader = leader_of(survivors)
     longest = max(stalls)
     print(f"longest time without a PubAck across the failover: {longest:.2f} s")
@@ -143,6 +152,54 @@ async def test_kill_of_the_serving_node_loses_no_acknowledged_message(cluster: C
     assert ids == sorted(ids), "stored out of order"
     # No gap; a message resent after a lost PubAck may be stored twice (the client's own).
     assert sorted(set(ids)) == list(range(ids[-1] + 1))
+
+
+async def stream_leaders(url: str) -> dict[str, str]:
+    """Each JetStream stream of the cluster and the server leading it ("" if none)."""
+    nc = await nats.connect(url)
+    try:
+        return {
+            str(info.config.name): str(info.cluster.leader if info.cluster else "")
+            for info in await nc.jetstream().streams_info()
+        }
+    finally:
+        await nc.close()
+
+
+async def test_stream_leaders_follow_the_serving_node_and_a_follower_death_stalls_nothing(
+    cluster: Cluster,
+) -> None:
+    """The serving node gathers every stream's JetStream leadership (records, lease, each
+    channel), so the death of a follower leaves it serving: no lease lost, nothing lost."""
+    nodes = start_three(cluster)
+    leader = leader_of(nodes)
+    followers = [n for n in nodes if n is not leader]
+    cid = cluster.cluster_id
+    client = await StanClient.connect(followers[0].url, cid, "first")
+    await client.publish("orders", b"first")  # the channel's stream exists
+    await client.close()
+    deadline = time.monotonic() + 60
+    while True:
+        leaders = await stream_leaders(followers[0].url)
+        if len(leaders) == 3 and set(leaders.values()) == {leader.name}:
+            break
+        assert time.monotonic() < deadline, f"streams led elsewhere: {leaders}"
+        await asyncio.sleep(0.5)
+
+    # Not through the node that dies.
+    acked, stalls = await kill_while_publishing(
+        followers[0], [followers[1].url, leader.url], cid, after=300
+    )
+    assert leader.proc.poll() is None
+    assert "lease lost" not in leader.log()
+    print(f"longest time without a PubAck across a follower's death: {max(stalls):.2f} s")
+    client = await StanClient.connect(leader.url, cid, "check")
+    sub = await client.subscribe("orders", start=pb.First)
+    stored = [m.data.decode() for m in await sub.collect(len(acked) + 1, timeout=30)]
+    await client.close()
+    assert stored[0] == "first"
+    ids = [int(d[1:]) for d in stored[1:]]
+    assert set(acked) <= set(ids) and ids == sorted(ids)
 
 
 async def test_the_whole_cluster_restarts_with_every_message_and_position(

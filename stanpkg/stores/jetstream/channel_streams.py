@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
@@ -83,6 +83,8 @@ class ChannelStream:
         self.writer_id = ""  # unique per leadership: set by the store at promotion
         self._atomic = False  # the stream takes atomic batches
         self._batches = itertools.count(1)
+        # Brings the stream's JetStream leader to this node's server (set by the store).
+        self.settle_leader_of: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -103,6 +105,10 @@ class ChannelStream:
         self.last_sequence = state.last_seq
         self._atomic = state.atomic
         return state.first_seq, state.last_seq
+
+    async def settle_leader(self) -> None:
+        if self.settle_leader_of is not None:
+            await self.settle_leader_of(self.name)
 
     async def delete(self) -> None:
         await delete_stream(self._conn, self.name)

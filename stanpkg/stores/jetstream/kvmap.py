@@ -79,15 +79,18 @@ class ReplicatedMap:
             raise StoreError(f"unable to open the cluster state {bucket!r}: {exc}") from exc
         return cls(link, kv, bucket)
 
-    async def load(self) -> dict[str, bytes]:
+    async def load(self, leader_timeout: float = 5.0) -> dict[str, bytes]:
         """Every live key and its value, from one ordered consumer over the bucket (the
         last value of each key), not key by key. The consumer may sit on a replica that
         is behind (a node that just rejoined): StoreError unless what it delivered
-        reaches the bucket's last sequence as its stream leader reports it."""
+        reaches the bucket's last sequence as its stream leader reports it, and when the
+        bucket's stream has no leader that answers within ``leader_timeout``."""
         found: dict[str, bytes] = {}
         newest = 0
         try:
-            info = await self._link.js.stream_info(f"KV_{self.bucket}")
+            info = await asyncio.wait_for(
+                self._link.js.stream_info(f"KV_{self.bucket}"), leader_timeout
+            )
             watcher = await self._kv.watchall()
             try:
                 async for entry in watcher:

@@ -1,10 +1,11 @@
 """The cluster's lease: the one node that holds it serves (the reference's Raft leader).
 
 A key in a replicated KV bucket holds the holder's ID. The holder renews it every third
-of the lease time with compare-and-set on its revision. A standby watches the key; when
-the revision has not changed for a whole lease time it takes the key over, also by
-compare-and-set on the revision it saw, so at most one contender wins. Time is measured
-only with each node's own monotonic clock: hosts need no clock agreement.
+of the lease time with compare-and-set on its revision. A standby reads the key four
+times a second; when the revision has not changed for a whole lease time it takes the
+key over, also by compare-and-set on the revision it saw, so at most one contender wins.
+Time is measured only with each node's own monotonic clock: hosts need no clock
+agreement.
 
 A holder that has not renewed for 0.8 of the lease time gives up (self-fencing), counted
 from when it *sent* its last successful renewal: that is before the write was committed,
@@ -28,7 +29,11 @@ __all__ = ["Lease"]
 SELF_FENCE = 0.8  # of the lease time without a successful renewal
 RENEWALS_PER_TTL = 3
 RETRY_INTERVAL = 0.25  # after a failed request (no quorum, reconnecting)
-_DELETED = ("DEL", "PURGE")
+# A read or take waits this long for JetStream's answer, then tries again: the lease's
+# stream may be electing a leader (its old one died with the holder), and a new leader
+# does not answer the requests sent before it was elected.
+ATTEMPT_TIMEOUT = 1.0
+POLL_INTERVAL = 0.25  # between two reads of a standby (a direct get: any replica answers)
 
 
 class Lease:
@@ -87,41 +92,50 @@ class Lease:
         self._renewer = asyncio.get_running_loop().create_task(self._renew(self._kv))
 
     async def _contend(self, kv: KeyValue) -> bool:
-        """Watch the key and take it when free or lapsed; False to start over."""
+        """Read the key now and then; take it when free or lapsed. False to start over.
+
+        Reads, not a watch: a watch is a JetStream consumer, and creating one again after
+        the holder's death waits for the elections that death started (seconds each
+        attempt), while a read or a take is answered as soon as the lease's stream has a
+        leader again."""
         loop = asyncio.get_running_loop()
-        watcher = await kv.watch(self._key)
-        try:
-            self._observe(*await asyncio.wait_for(self._read(kv), self.ttl))
-            while True:
-                # Absent or released (first come wins), ours from before a restart, or
-                # unchanged for a whole lease time: try to take it.
-                lapsed = loop.time() - self._seen_since >= self.ttl
-                if not self._holder or self._holder == self.me or lapsed:
-                    sent = loop.time()
-                    taken = self._take(kv, self._seen_revision)
-                    if await asyncio.wait_for(taken, self.ttl):
-                        self._renewed_at = sent
-                        return True
-                    # Someone was first (or the watch lags): read what is there now.
-                    self._observe(*await asyncio.wait_for(self._read(kv), self.ttl))
-                    continue
-                wait = max(0.01, self._seen_since + self.ttl - loop.time())
+        while True:
+            try:
+                self._observe(*await asyncio.wait_for(self._read(kv), self._attempt))
+            except (NatsPyError, TimeoutError):
+                raise_if_cancelled()  # no answer now (an election): the lease time runs on
+            lapsed = loop.time() - self._seen_since >= self.ttl
+            # Absent or released (first come wins), ours from before a restart, or
+            # unchanged for a whole lease time: try to take it.
+            if not self._holder or self._holder == self.me or lapsed:
+                sent = loop.time()
                 try:
-                    entry = await watcher.updates(timeout=wait)  # type: ignore[no-untyped-call]
-                except TimeoutError:  # nats-py's is one too
+                    won = await asyncio.wait_for(self._take(kv, self._seen_revision), self._attempt)
+                except (NatsPyError, TimeoutError):
+                    # No answer: read and try again. A take stored unanswered reads as
+                    # ours, and is then taken again on its new revision.
                     raise_if_cancelled()
-                    continue  # the lease time ran out: the loop tries to take it
-                if entry is not None:  # None: the marker after the initial value
-                    deleted = entry.operation in _DELETED or entry.value is None
-                    holder = "" if deleted else entry.value.decode(errors="replace")
-                    self._observe(entry.revision or 0, holder)
-        finally:
-            with contextlib.suppress(Exception):
-                await watcher.stop()  # type: ignore[no-untyped-call]
+                    won = False
+                if won:
+                    self._renewed_at = sent
+                    return True
+                await asyncio.sleep(RETRY_INTERVAL)
+                continue
+            until_lapse = self._seen_since + self.ttl - loop.time()
+            await asyncio.sleep(max(0.01, min(self._poll, until_lapse)))
+
+    @property
+    def _attempt(self) -> float:
+        """How long one read or take waits for its answer."""
+        return min(self.ttl, ATTEMPT_TIMEOUT)
+
+    @property
+    def _poll(self) -> float:
+        return min(POLL_INTERVAL, self.ttl / 8)
 
     def _observe(self, revision: int, holder: str) -> None:
         """The lease time runs from the first sight of a revision; it survives restarts of
-        the watch (a stream election), so a dead holder is not waited for twice."""
+        failed reads (a stream election), so a dead holder is not waited for twice."""
         if revision != self._seen_revision:
             self._seen_revision = revision
             self._seen_since = asyncio.get_running_loop().time()
@@ -147,16 +161,21 @@ class Lease:
     async def _renew(self, kv: KeyValue) -> None:
         loop = asyncio.get_running_loop()
         period = self.ttl / RENEWALS_PER_TTL
+        wait = period
         while self._held:
             fence_at = self._renewed_at + self.ttl * SELF_FENCE
-            await asyncio.sleep(max(0.0, min(period, fence_at - loop.time())))
+            await asyncio.sleep(max(0.0, min(wait, fence_at - loop.time())))
+            wait = period
             sent = loop.time()
             if sent >= fence_at:
                 self._lose(f"unable to renew the lease for {self.ttl * SELF_FENCE:.1f} s")
                 return
             try:
+                # An attempt lasts a second at most: a renewal lost while the lease's
+                # stream changes leader is sent again well before the fence.
                 self._revision = await asyncio.wait_for(
-                    kv.update(self._key, self.me.encode(), last=self._revision), fence_at - sent
+                    kv.update(self._key, self.me.encode(), last=self._revision),
+                    min(self._attempt, fence_at - sent),
                 )
                 self._renewed_at = sent
             except KeyWrongLastSequenceError:
@@ -165,7 +184,8 @@ class Lease:
                     return
                 self._renewed_at = sent
             except (NatsPyError, TimeoutError):
-                pass  # retried until the fence
+                raise_if_cancelled()
+                wait = RETRY_INTERVAL  # retried until the fence
 
     async def _own_write_landed(self, kv: KeyValue) -> bool:
         """After a CAS failure: was it our own earlier renewal that timed out on our side

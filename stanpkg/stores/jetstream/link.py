@@ -29,7 +29,7 @@ from stanpkg.stores.base import StoreError
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
-__all__ = ["JetStreamLink", "PublishFailed", "Write", "raise_if_cancelled"]
+__all__ = ["REQUEST_TIMEOUT", "JetStreamLink", "PublishFailed", "Write", "raise_if_cancelled"]
 
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 REQUEST_TIMEOUT = 5.0  # default for JetStream API requests
@@ -143,7 +143,10 @@ class JetStreamLink:
         try:
             return await self.js.key_value(bucket)
         except BucketNotFoundError:
-            return await self.js.create_key_value(bucket=bucket, history=1, replicas=replicas)
+            # Direct gets: any replica answers a read, also while the stream elects.
+            return await self.js.create_key_value(
+                bucket=bucket, history=1, replicas=replicas, direct=True
+            )
 
     async def publish_all(
         self, writes: Sequence[Write], *, timeout: float

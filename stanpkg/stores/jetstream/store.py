@@ -49,8 +49,9 @@ from stanpkg.stores.jetstream.channel_streams import (
     Writes,
 )
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.lease import Lease
-from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
+from stanpkg.stores.jetstream.link import REQUEST_TIMEOUT, JetStreamLink, raise_if_cancelled
 from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
 from stanpkg.stores.jetstream.streams import remove_stream_peer, stream_replicas
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
@@ -77,6 +78,8 @@ LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the 
 PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
 PROMOTION_TIMEOUT = 60.0  # to load the state once the lease is held
 RETRY_INTERVAL = 0.5
+LEADER_PROBE_TIMEOUT = 0.5  # the first wait for the records' stream leader at promotion
+LEADER_PROBE_RETRY = 0.1
 SERVER_KEY = kv_key("server")
 
 
@@ -137,6 +140,7 @@ class ClusteredStore(Store):
         self._closing = False
         self._writer_id = ""
         self._standby: StandbyRefresher | None = None  # monitoring while standing by
+        self._gathering: LeaderGathering | None = None  # stream leaders onto this node
 
     # -- connecting and leading -------------------------------------------------------
 
@@ -182,7 +186,26 @@ class ClusteredStore(Store):
             self._leading = False
             raise
         self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
+        if settings.replicas > 1:
+            bucket = settings.bucket  # the channels' streams move at their first write
+            records = [f"KV_{bucket}_lease", f"KV_{bucket}"]
+            self._gathering = LeaderGathering(self._require_conn(), lambda: records, self.log)
+            self._gathering.start()
         return True
+
+    async def _settle_leader(self, stream: str) -> None:
+        if self._gathering is not None:
+            await self._gathering.lead_here(stream)
+
+    def _stream_names(self) -> list[str]:
+        """Every stream of the cluster: the records, the lease, each channel's."""
+        bucket = self.settings.bucket
+        streams = [f"KV_{bucket}_lease", f"KV_{bucket}"]
+        for channel in self._channels.values():
+            msgs = channel.msgs
+            assert isinstance(msgs, ReplicatedMessages)
+            streams.append(msgs.stream.name)
+        return streams
 
     async def _open_state(self) -> ReplicatedMap:
         """The cluster's records, once JetStream can keep them with every replica: that
@@ -229,13 +252,8 @@ class ClusteredStore(Store):
         cluster's other JetStream servers: JetStream needs a server without a replica of
         each stream to move it to, so the replacement node is started first."""
         self._require_leading()
-        conn, bucket = self._require_conn(), self.settings.bucket
-        streams = [f"KV_{bucket}", f"KV_{bucket}_lease"]
-        for channel in self._channels.values():
-            msgs = channel.msgs
-            assert isinstance(msgs, ReplicatedMessages)
-            streams.append(msgs.stream.name)
-        for stream in streams:
+        conn = self._require_conn()
+        for stream in self._stream_names():
             if node_id in await stream_replicas(conn, stream):
                 await remove_stream_peer(conn, stream, node_id)
 
@@ -246,9 +264,13 @@ class ClusteredStore(Store):
         led (seconds), for PROMOTION_TIMEOUT at most; the lease is renewed meanwhile."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PROMOTION_TIMEOUT
+        # The records' stream may be electing (its leader died with the last holder): ask
+        # it briefly and again, not once for a whole request timeout (a new leader does not
+        # answer a request sent before it was elected); a loaded host gets longer each time.
+        leader_timeout = LEADER_PROBE_TIMEOUT
         while True:
             try:
-                return await self._load()
+                return await self._load(leader_timeout)
             except StoreError as exc:
                 raise_if_cancelled()
                 if not self._leading:  # the lease lapsed meanwhile: another node leads
@@ -259,11 +281,12 @@ class ClusteredStore(Store):
             # Start again from nothing: a partial load must not stay.
             self._cache = MemoryStore(self.plan.store_limits, self.log)
             self._channels.clear()
-            await asyncio.sleep(RETRY_INTERVAL)
+            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, REQUEST_TIMEOUT)
+            await asyncio.sleep(LEADER_PROBE_RETRY)
 
-    async def _load(self) -> RecoveredState | None:
+    async def _load(self, leader_timeout: float) -> RecoveredState | None:
         assert self._state is not None
-        records = await self._state.load()
+        records = await self._state.load(leader_timeout)
         raw_info = records.pop(SERVER_KEY, None)
         if raw_info is None:
             return None
@@ -364,6 +387,7 @@ class ClusteredStore(Store):
             self._require_conn(), settings.cluster_id, name, cached.limits, settings.replicas
         )
         stream.writer_id = self._writer_id
+        stream.settle_leader_of = self._settle_leader
         channel = ChannelStore(
             name,
             ReplicatedMessages(msgs, stream),
@@ -397,6 +421,8 @@ class ClusteredStore(Store):
         self._channels.clear()
         if self._standby is not None:
             self._standby.stop()
+        if self._gathering is not None:
+            self._gathering.stop()
         for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()
@@ -477,6 +503,7 @@ class ReplicatedMessages(MessageStore):
         self.limits = cache.limits
         self.stream = stream
         self._stream_ready = False
+        self._led_here = False  # the stream's leader was brought to this node's server
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
@@ -551,7 +578,7 @@ class ReplicatedMessages(MessageStore):
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        ready = self._stream_ready and not self._behind
+        ready = self._stream_ready and self._led_here and not self._behind
         if batch.writes and ready and (after is None or self.stream.pipelines):
             sent = self.stream.send(batch.writes)
         self._in_flight += len(batch.records)
@@ -579,6 +606,11 @@ class ReplicatedMessages(MessageStore):
             if not self._stream_ready:
                 await self.stream.ensure()
                 self._stream_ready = True
+            if not self._led_here:
+                # Before the first write of this leadership, with none in flight: a write
+                # sent while the stream's leadership moves may go unanswered (5 s).
+                await self.stream.settle_leader()
+                self._led_here = True
             if self._behind:
                 await self._catch_up()
             await self.stream.write(batch.writes, sent)

@@ -54,6 +54,7 @@ __all__ = [
     "ensure_stream",
     "find_stream_state",
     "from_stream_message",
+    "lead_stream_from",
     "purge_stream_to",
     "read_range",
     "remove_stream_peer",
@@ -605,6 +606,32 @@ async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
     cluster = answer.get("cluster", {})
     names = [cluster["leader"]] if cluster.get("leader") else []
     return names + [str(peer.get("name", "")) for peer in cluster.get("replicas", ())]
+
+
+async def lead_stream_from(
+    conn: NatsConnection, stream: str, server: str, *, ask: bool = True
+) -> str:
+    """Ask the stream's leader to hand its leadership to JetStream server ``server`` when
+    another server leads it and ``server``'s replica is current: "asked"; "here" when
+    ``server`` leads it, "not now" when it has no leader or no current replica there (or
+    when ``ask`` is false: a move asked before may be under way)."""
+    answer = await _api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise _failure(f"read stream {stream}", answer)
+    cluster = answer.get("cluster", {})
+    leader = cluster.get("leader")
+    if leader == server:
+        return "here"
+    replicas = cluster.get("replicas", ())
+    if not leader or not any(p.get("name") == server and p.get("current") for p in replicas):
+        return "not now"  # electing, no replica here, or one still catching up
+    if not ask:
+        return "not now"
+    request = {"placement": {"preferred": server}}
+    answer = await _api(conn, f"STREAM.LEADER.STEPDOWN.{stream}", request)
+    if "error" in answer:
+        raise _failure(f"move the leadership of {stream} to {server}", answer)
+    return "asked"
 
 
 async def remove_stream_peer(conn: NatsConnection, stream: str, server: str) -> None:

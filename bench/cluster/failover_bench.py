@@ -1,0 +1,204 @@
+"""kill -9 of the serving node under acked publishing, side by side: stanpkg's 3-node
+cluster (its streaming process and its nats-server killed together, as when the machine
+dies) and the Go reference's (one process), alternating round by round.
+
+    STANPKG_REFERENCE_DIR=/tmp/goref python bench/cluster/failover_bench.py --rounds 5
+
+A publisher on the followers' URLs waits for each PubAck and, on a failure, reconnects to
+the other survivor and resends the same message, as a STAN client does. Per round: the
+longest time without a PubAck, acknowledged messages missing afterwards (must be 0), and
+for stanpkg which JetStream servers led the channel, the records and the lease (a stream
+led by the dead node waits for JetStream's election). Then the worst and the median stall
+of each side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from cluster_bench import servers, start_cluster, stop  # noqa: E402 - a sibling script
+
+from stanpkg.client import StanBenchClient, StanSubscription  # noqa: E402
+from stanpkg.proto import protocol_pb2 as pb  # noqa: E402
+from stanpkg.transport.connection import NatsConnection  # noqa: E402
+
+CHANNEL = "orders"
+BEFORE, AFTER = 300, 300  # acked messages before the kill, and after it to finish
+
+
+class Publisher:
+    """Publish b'p<n>' one at a time; on a failure resend n through the next URL."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
+        self.acked: list[int] = []
+        self.stalls: list[float] = []
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        n, last_ack, client, conn = 0, time.monotonic(), None, None
+        while not self.stop.is_set():
+            try:
+                if client is None:
+                    conn = await NatsConnection.connect(self.urls[0], name="failover-pub")
+                    client = await StanBenchClient.connect(conn, "bench", f"pub{n}")
+                await client.publish(CHANNEL, f"p{n}".encode(), timeout=2.0)
+                now = time.monotonic()
+                self.stalls.append(now - last_ack)
+                last_ack = now
+                self.acked.append(n)
+                n += 1
+            except Exception:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                client = conn = None
+                self.urls.append(self.urls.pop(0))
+                await asyncio.sleep(0.2)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+async def stored_sequence_of_each(url: str, expected: int) -> set[int]:
+    """The n of every b'p<n>' the channel holds, read from the first message."""
+    conn = await NatsConnection.connect(url, name="failover-check")
+    client = await StanBenchClient.connect(conn, "bench", "check", timeout=10)
+    seen: set[int] = set()
+    done = asyncio.Event()
+
+    def on_payload(_sequence: int, raw: bytes) -> None:
+        seen.add(int(pb.MsgProto.FromString(raw).data[1:]))
+        if len(seen) >= expected:
+            done.set()
+
+    sub: StanSubscription = await client.subscribe(
+        CHANNEL, lambda _: None, deliver_all=True, on_payload=on_payload, timeout=10
+    )
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), 30)
+    await client.close_subscription(sub)
+    await conn.close()
+    return seen
+
+
+async def stream_leaders(url: str) -> dict[str, str]:
+    """stanpkg: the JetStream server leading each of its streams (channel, KV buckets)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        out = {}
+        for info in await nc.jetstream().streams_info():
+            name = str(info.config.name)
+            kind = "channel" if name.startswith("STAN_") else name.rsplit("_", 1)[-1].lower()
+            out["lease" if kind == "lease" else kind if kind == "channel" else "records"] = str(
+                info.cluster.leader if info.cluster else ""
+            )
+        return out
+    finally:
+        await nc.close()
+
+
+def kill_node(proc: subprocess.Popen[bytes]) -> None:
+    """kill -9 of the node's process and of its children (stanpkg's nats-server)."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    proc.kill()
+    proc.wait()
+
+
+async def one_round(
+    command: list[str], name: str, *, victim: str = "serving", keep: bool = False
+) -> dict[str, object]:
+    workdir = Path(tempfile.mkdtemp(prefix="failover-bench-"))
+    procs, followers, serving = start_cluster(command, workdir)
+    urls = [f"nats://127.0.0.1:{port}" for port in followers]
+    # A follower's death: the publisher uses the other follower's URL first.
+    dead = serving if victim == "serving" else next(n for n in "abc" if n != serving)
+    if victim == "follower":
+        urls.reverse()
+    try:
+        await asyncio.sleep(2)  # let the followers settle
+        publisher = Publisher(list(urls))
+        task = asyncio.create_task(publisher.run())
+        while len(publisher.acked) < BEFORE:
+            await asyncio.sleep(0.02)
+        leaders = await stream_leaders(urls[0]) if name == "stanpkg" else {}
+        killed_wall = time.strftime("%H:%M:%S") + f"{time.time() % 1:.3f}"[1:]
+        kill_node(procs["abc".index(dead)])
+        killed_at = len(publisher.acked)
+        deadline = time.monotonic() + 90
+        while len(publisher.acked) < killed_at + AFTER and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        publisher.stop.set()
+        await task
+        acked = set(publisher.acked)
+        stored = await stored_sequence_of_each(urls[0], max(acked) + 1)
+        return {
+            "server": name,
+            "longest_stall": round(max(publisher.stalls), 3),
+            "acked": len(acked),
+            "lost": len(acked - stored),
+            "resumed": len(publisher.acked) >= killed_at + AFTER,
+            "dead_node": f"{dead} ({victim})",
+            "killed_at": killed_wall,
+            "dead_node_led": sorted(k for k, v in leaders.items() if v == dead),
+        }
+    finally:
+        stop([p for p in procs if p.poll() is None])
+        if keep:
+            print(f"logs kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("stanpkg", "go"), help="one side only")
+    parser.add_argument("--build", default="", help="a directory with a stanpkg build")
+    parser.add_argument("--keep", action="store_true", help="keep the nodes' logs")
+    parser.add_argument(
+        "--kill", choices=("serving", "follower"), default="serving", help="which node dies"
+    )
+    args = parser.parse_args()
+    found = servers(args.build)
+    if found is None:
+        return 2
+    _, commands = found
+    names = [args.only] if args.only else list(commands)
+    stalls: dict[str, list[float]] = {name: [] for name in names}
+    for round_no in range(args.rounds):
+        for name in names if round_no % 2 == 0 else names[::-1]:
+            result = asyncio.run(one_round(commands[name], name, victim=args.kill, keep=args.keep))
+            print(json.dumps({"round": round_no, **result}), flush=True)
+            stalls[name].append(float(result["longest_stall"]))  # type: ignore[arg-type]
+    for name, values in stalls.items():
+        print(
+            f"{name}: longest stall median {statistics.median(values):.2f} s, "
+            f"worst {max(values):.2f} s, best {min(values):.2f} s ({len(values)} rounds)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The JetStream leaders of the cluster's streams follow the serving node.
+
+Every stream (each channel, the records, the lease) is its own Raft group, and a stream
+whose leader dies takes JetStream's election (4-9 s, not tunable) to be writable again.
+Only the serving node writes. With every leader on its server, the death of a standby
+stalls nothing (as a follower's death in the reference's single Raft group), and the
+lease cannot lapse under a serving node that is alive because the lease's stream lost a
+leader elsewhere. The serving node's own death costs the elections it would cost anyway,
+running side by side with the lease time. Writes also skip a route hop to a remote leader.
+
+The move is JetStream's leader step-down with a preferred server (nats-server 2.11+),
+asked only of a stream whose replica on this server is current. A write sent while a
+stream's leadership changes hands can go unanswered for the write timeout (5 s, then it
+is sent again), so a channel's stream is moved before the channel's first write of a
+leadership, with nothing in flight, and the records and the lease by a sweep at promotion
+and every GATHER_INTERVAL (their writes are few, and retried).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from stanpkg.stores.base import StoreError, StoreLog
+from stanpkg.stores.jetstream.link import raise_if_cancelled
+from stanpkg.stores.jetstream.streams import lead_stream_from
+from stanpkg.transport.connection import NatsConnection
+
+__all__ = ["GATHER_INTERVAL", "LeaderGathering"]
+
+GATHER_INTERVAL = 10.0  # seconds between two sweeps, at least
+COST_FACTOR = 4  # a sweep that takes t seconds waits 4t before the next
+CONCURRENT = 16  # STREAM.INFO requests in flight at once
+MOVE_WITHIN = 3.0  # seconds a channel's first write waits for its stream's leader to move
+MOVE_POLL = 0.05
+MOVE_ASK_AGAIN = 1.0  # seconds after a step-down that did not land here
+MOVE_REQUEST_TIMEOUT = 1.0
+
+
+class LeaderGathering:
+    """Sweep ``streams()`` now and then, asking each one led elsewhere to move its
+    leadership to the JetStream server this node's connection is on; :meth:`lead_here`
+    moves one at once."""
+
+    def __init__(
+        self, conn: NatsConnection, streams: Callable[[], Iterable[str]], log: StoreLog
+    ) -> None:
+        self._conn = conn
+        self._streams = streams
+        self._log = log
+        self._task: asyncio.Task[None] | None = None
+        self.moved = 0  # leaderships asked over since the start
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def lead_here(self, stream: str) -> None:
+        """Bring one stream's leader here and wait until it is (a channel's, before its
+        first write); after MOVE_WITHIN seconds it stays where it is, and writes go on."""
+        server = str(self._conn.server_info.get("server_name", ""))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + MOVE_WITHIN
+        asked_at = -MOVE_ASK_AGAIN
+        last_problem = "its leader did not move"
+        while loop.time() < deadline:
+            ask = loop.time() - asked_at >= MOVE_ASK_AGAIN  # a step-down may land elsewhere
+            try:
+                outcome = await asyncio.wait_for(
+                    lead_stream_from(self._conn, stream, server, ask=ask),
+                    min(MOVE_REQUEST_TIMEOUT, max(0.05, deadline - loop.time())),
+                )
+            except (StoreError, TimeoutError) as exc:
+                # No answer while the leadership changes hands: ask again.
+                raise_if_cancelled()
+                last_problem = str(exc) or "no answer"
+                outcome = "not now"
+            if outcome == "here":
+                return
+            if outcome == "asked":
+                asked_at = loop.time()
+                self.moved += 1
+            await asyncio.sleep(MOVE_POLL)
+        self._log.warn(
+            f"The leader of stream {stream} stays on another server for now: {last_problem}"
+        )
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        failing = False
+        while True:
+            began = loop.time()
+            try:
+                await self.sweep()
+                failing = False
+            except StoreError as exc:
+                raise_if_cancelled()
+                if not failing:  # once per run of failures: an election takes seconds
+                    self._log.warn(f"Unable to move stream leaders to this node: {exc}")
+                failing = True
+            took = loop.time() - began
+            await asyncio.sleep(max(GATHER_INTERVAL, COST_FACTOR * took))
+
+    async def sweep(self) -> int:
+        """One pass over every stream; the number of leaderships asked over."""
+        server = str(self._conn.server_info.get("server_name", ""))
+        limit = asyncio.Semaphore(CONCURRENT)
+
+        async def one(stream: str) -> str:
+            async with limit:
+                return await lead_stream_from(self._conn, stream, server)
+
+        results = await asyncio.gather(
+            *(one(stream) for stream in self._streams()), return_exceptions=True
+        )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        moved = sum(1 for r in results if r == "asked")
+        self.moved += moved
+        if failures:
+            raise StoreError(f"{len(failures)} of {len(results)} streams: {failures[0]}")
+        return moved

@@ -1,0 +1,149 @@
+"""Stream leaders follow the serving node: JetStream's leader step-down with a preferred
+server, on a real 3-server JetStream cluster (server names js1..js3)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+
+from stanpkg.plan.limits import Limits
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.leadership import LeaderGathering
+from stanpkg.stores.jetstream.streams import (
+    ensure_stream,
+    lead_stream_from,
+    stream_config,
+    stream_name,
+    stream_replicas,
+)
+from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.errors import NatsError
+from tests.stores.jetstream.conftest import NatsProc
+from tests.stores.jetstream.test_streams import connected
+
+pytestmark = pytest.mark.slow
+UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def notice(self, text: str) -> None:
+        self.lines.append(text)
+
+    warn = error = notice
+
+
+async def make_streams(conn: NatsConnection, channels: list[str], replicas: int) -> list[str]:
+    for channel in channels:
+        await ensure_stream(conn, stream_config("lead", channel, UNLIMITED, replicas=replicas))
+    return [stream_name("lead", channel) for channel in channels]
+
+
+async def leader_of(conn: NatsConnection, stream: str, within: float = 20) -> str:
+    """The stream's leader once it has one."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:  # no answer while a step-down hands over
+            info = await conn.request(f"$JS.API.STREAM.INFO.{stream}", b"", 2)
+            if b'"leader"' in info:
+                return (await stream_replicas(conn, stream))[0]
+        except (StoreError, NatsError):
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{stream} has no leader after {within} s")
+
+
+async def current_everywhere(conn: NatsConnection, stream: str, within: float = 20) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with contextlib.suppress(NatsError):
+            info = await conn.request(f"$JS.API.STREAM.INFO.{stream}", b"", 2)
+            if info.count(b'"current":true') == 2:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the replicas of {stream} are not current after {within} s")
+
+
+async def test_each_stream_moves_its_leadership_to_the_asking_server(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[0]) as conn:
+        (stream,) = await make_streams(conn, ["orders"], replicas=3)
+        await current_everywhere(conn, stream)
+        for target in ("js1", "js2", "js3"):
+            async with connected(urls[int(target[-1]) - 1]) as there:
+                assert there.server_info["server_name"] == target
+                before = await leader_of(conn, stream)
+                outcome = await lead_stream_from(there, stream, target)
+                assert outcome == ("here" if before == target else "asked")
+                deadline = time.monotonic() + 20
+                while await leader_of(conn, stream) != target:
+                    assert time.monotonic() < deadline, f"{stream} still led elsewhere"
+                    await asyncio.sleep(0.1)
+                await current_everywhere(conn, stream)
+                assert await lead_stream_from(there, stream, target) == "here"
+
+
+async def test_a_server_without_a_replica_is_not_asked_and_a_missing_stream_fails(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[0]) as conn:
+        (single,) = await make_streams(conn, ["solo"], replicas=1)
+        holder = await leader_of(conn, single)
+        elsewhere = next(name for name in ("js1", "js2", "js3") if name != holder)
+        assert await lead_stream_from(conn, single, elsewhere) == "not now"
+        assert await leader_of(conn, single) == holder  # untouched
+        with pytest.raises(StoreError, match="read stream STAN_lead_nope"):
+            await lead_stream_from(conn, stream_name("lead", "nope"), "js1")
+
+
+async def test_a_sweep_gathers_every_stream_and_reports_one_that_fails(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[1]) as conn:  # js2
+        streams = await make_streams(conn, [f"c{i}" for i in range(6)], replicas=3)
+        for stream in streams:
+            await current_everywhere(conn, stream)
+        log = Log()
+        gathering = LeaderGathering(conn, lambda: streams, log)
+        deadline = time.monotonic() + 30
+        while True:
+            await gathering.sweep()
+            leaders = [await leader_of(conn, stream) for stream in streams]
+            if leaders == ["js2"] * len(streams):
+                break
+            assert time.monotonic() < deadline, leaders
+            await asyncio.sleep(0.5)
+        assert gathering.moved <= len(streams)
+        assert await gathering.sweep() == 0  # nothing left to move
+        missing = LeaderGathering(conn, lambda: [*streams, stream_name("lead", "gone")], log)
+        with pytest.raises(StoreError, match="1 of 7 streams"):
+            await missing.sweep()
+
+
+async def test_lead_here_waits_until_the_stream_is_led_here(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[0]) as conn:
+        streams = await make_streams(conn, ["first-write"], replicas=3)
+        await current_everywhere(conn, streams[0])
+        for index in (0, 1, 2, 0):
+            async with connected(urls[index]) as there:
+                log = Log()
+                gathering = LeaderGathering(there, lambda: (), log)
+                await gathering.lead_here(streams[0])
+                assert await leader_of(conn, streams[0]) == f"js{index + 1}"
+                assert log.lines == []
+        log = Log()
+        gathering = LeaderGathering(conn, lambda: (), log)
+        await gathering.lead_here(stream_name("lead", "gone"))  # gives up, says why
+        assert len(log.lines) == 1 and "stays on another server" in log.lines[0]
