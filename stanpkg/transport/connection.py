@@ -503,6 +503,32 @@ class NatsConnection:
         if len(self._out) >= _FLUSH_AT:
             self._write_big(len(msg))
 
+    def publish_run_with_headers(
+        self, subject: str, messages: Sequence[tuple[bytes, bytes]], last_reply: str
+    ) -> None:
+        """:meth:`publish_with_headers` of each (header block, payload) to one subject,
+        framed in one pass, the last one with ``last_reply``: a JetStream atomic batch.
+        Raises as :meth:`publish_with_headers` before queueing anything."""
+        if self._closed:
+            raise ConnectionClosedError()
+        subject_b = self._subject_bytes.get(subject) or self._encode_subject(subject)
+        reply_b = last_reply.encode()
+        if last_reply and len(reply_b.split()) != 1:
+            raise BadSubjectError()
+        max_payload = self._max_payload
+        frames = []
+        last = len(messages) - 1
+        for index, (headers, payload) in enumerate(messages):
+            total = len(headers) + len(payload)
+            if total > max_payload:
+                raise MaxPayloadError()
+            if index == last and last_reply:
+                line = b"HPUB %s %s %d %d\r\n" % (subject_b, reply_b, len(headers), total)
+            else:
+                line = b"HPUB %s %d %d\r\n" % (subject_b, len(headers), total)
+            frames.append(b"%s%s%s\r\n" % (line, headers, payload))
+        self._queue_frames(frames)
+
     def _append(self, data: bytes) -> None:
         self._out += data
         if not self._flush_pending:

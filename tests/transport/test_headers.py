@@ -133,3 +133,32 @@ async def test_same_format_as_nats_py(nats_server: NatsProcess) -> None:
     finally:
         await theirs.close()
         await ours.close()
+
+
+async def test_a_run_with_headers_arrives_as_single_publishes_do(nats_server: NatsProcess) -> None:
+    nc = await NatsConnection.connect(nats_server.url, name="t")
+    got, handler = header_collector()
+    nc.subscribe("run", handler, with_headers=True)
+    blocks = [encode_headers({"Nats-Batch-Sequence": str(i)}) for i in range(1, 4)]
+    messages = [(block, b"m%d" % i) for i, block in enumerate(blocks)]
+    nc.publish_run_with_headers("run", messages, "commit.reply")
+    nc.publish_run_with_headers("run", messages[:1], "")  # no reply at all
+    nc.publish_run_with_headers("run", [], "x")  # nothing
+    await nc.flush()
+    assert got == [
+        ("run", "", blocks[0], b"m0"),
+        ("run", "", blocks[1], b"m1"),
+        ("run", "commit.reply", blocks[2], b"m2"),
+        ("run", "", blocks[0], b"m0"),
+    ]
+    # All or nothing: a bad reply or one payload too large queues none of the run.
+    sent = nc.out_msgs
+    with pytest.raises(BadSubjectError):
+        nc.publish_run_with_headers("run", messages, "a b")
+    too_big = (encode_headers({"Big": "x" * nc.max_payload}), b"")
+    with pytest.raises(MaxPayloadError):
+        nc.publish_run_with_headers("run", [*messages, too_big], "r")
+    assert nc.out_msgs == sent
+    await nc.flush()
+    assert len(got) == 4
+    await nc.close()

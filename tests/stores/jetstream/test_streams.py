@@ -12,6 +12,8 @@ from pathlib import Path
 
 import nats
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
@@ -19,6 +21,8 @@ from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.streams import (
     StreamFenced,
     StreamWriter,
+    atomic_batch_messages,
+    batch_headers,
     delete_stream,
     ensure_stream,
     from_stream_message,
@@ -324,3 +328,41 @@ async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
             assert (await stream_state(conn, name)).msgs == 1000
     finally:
         stop_nats(servers)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=30),
+            st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=30),
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            st.binary(max_size=20),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=1, max_value=2**40),
+)
+def test_atomic_batch_messages_match_one_message_at_a_time(
+    writes: list[tuple[str, str, int, bytes]], first: int
+) -> None:
+    batch = [(first + i, *write) for i, write in enumerate(writes)]
+    expected = [
+        to_stream_message(
+            guid,
+            reply,
+            timestamp,
+            payload,
+            expected_last=sequence - 1 if index == 0 else None,
+            batch=batch_headers("b-1", index, len(batch)),
+        )
+        for index, (sequence, guid, reply, timestamp, payload) in enumerate(batch)
+    ]
+    assert atomic_batch_messages(batch, "b-1") == expected
+
+
+def test_a_line_break_in_an_atomic_batch_is_refused() -> None:
+    good = (1, "g1", "", 1, b"")
+    for bad in ((2, "g\r\nX: y", "", 1, b""), (2, "g2", "r\n", 1, b"")):
+        with pytest.raises(ValueError, match="a line break"):
+            atomic_batch_messages([good, bad], "b")
