@@ -99,7 +99,7 @@ async def fill_channels(url: str, first: int, last: int) -> float:
 
 def with_cluster(command: list[str], work: Callable[[list[subprocess.Popen[bytes]], str], T]) -> T:
     workdir = Path(tempfile.mkdtemp(prefix="cluster-lat-"))
-    procs, followers = start_cluster([*command, "-mc", "0"], workdir)
+    procs, followers, _ = start_cluster([*command, "-mc", "0"], workdir)
     try:
         time.sleep(2)
         return work(procs, f"nats://127.0.0.1:{followers[0]}")
