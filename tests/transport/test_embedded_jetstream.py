@@ -113,14 +113,25 @@ async def connected(server: EmbeddedNatsServer) -> AsyncIterator[NatsClient]:
         await nc.close()
 
 
+NO_SUITABLE_PEERS = 10005  # JetStream's err_code while the peers of a placement are missing
+
+
 async def until_ready(attempt: Callable[[], Awaitable[T]]) -> T:
-    """``attempt()`` retried while JetStream elects its leaders."""
+    """``attempt()`` retried while JetStream elects its leaders, and while the meta
+    leader does not yet count every peer (a loaded host: "no suitable peers")."""
     deadline = asyncio.get_running_loop().time() + READY_WITHIN
     while True:
         try:
             return await attempt()
-        except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError):
-            if asyncio.get_running_loop().time() > deadline:
+        except (
+            nats.js.errors.ServiceUnavailableError,
+            nats.errors.TimeoutError,
+            nats.js.errors.BadRequestError,
+        ) as exc:
+            joining = not isinstance(exc, nats.js.errors.BadRequestError) or (
+                exc.err_code == NO_SUITABLE_PEERS
+            )
+            if not joining or asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.25)
 
