@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.link import raise_if_cancelled
+from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.streams import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
 
@@ -90,20 +91,14 @@ class LeaderGathering:
         )
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        failing = False
-        while True:
-            began = loop.time()
-            try:
-                await self.sweep()
-                failing = False
-            except StoreError as exc:
-                raise_if_cancelled()
-                if not failing:  # once per run of failures: an election takes seconds
-                    self._log.warn(f"Unable to move stream leaders to this node: {exc}")
-                failing = True
-            took = loop.time() - began
-            await asyncio.sleep(max(GATHER_INTERVAL, COST_FACTOR * took))
+        await repeat(
+            self.sweep,
+            interval=GATHER_INTERVAL,
+            cost_factor=COST_FACTOR,
+            log=self._log,
+            failed=lambda exc: f"Unable to move stream leaders to this node: {exc}",
+            errors=(StoreError,),
+        )
 
     async def sweep(self) -> int:
         """One pass over every stream; the number of leaderships asked over."""

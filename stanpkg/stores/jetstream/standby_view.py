@@ -21,7 +21,7 @@ from stanpkg.stores.base import (
     StoreLog,
 )
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
-from stanpkg.stores.jetstream.link import raise_if_cancelled
+from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.streams import StreamState, stream_name, stream_state
 from stanpkg.stores.records import client_from_proto, server_info_from_proto, sub_from_proto
 from stanpkg.transport.connection import NatsConnection
@@ -112,25 +112,20 @@ class StandbyRefresher:
         self.latest = None
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        failing = False
-        while True:
-            started = loop.time()
-            try:
-                state = await asyncio.wait_for(self._read(), READ_TIMEOUT)
-            except Exception as exc:  # whatever JetStream answered: keep the last reading
-                raise_if_cancelled()
-                if not failing:
-                    self._log.warn(
-                        "Unable to read the cluster's state for monitoring "
-                        f"(the last known is shown): {exc or type(exc).__name__}"
-                    )
-                failing = True
-            else:
-                if failing:
-                    self._log.notice("Reading the cluster's state for monitoring again")
-                failing = False
-                if state is not None:
-                    self.latest = state
-            spent = loop.time() - started
-            await asyncio.sleep(max(self._interval, COST_FACTOR * spent))
+        await repeat(
+            self._read_once,
+            interval=self._interval,
+            cost_factor=COST_FACTOR,
+            log=self._log,
+            # Whatever JetStream answered: the last reading stays.
+            failed=lambda exc: (
+                "Unable to read the cluster's state for monitoring "
+                f"(the last known is shown): {exc or type(exc).__name__}"
+            ),
+            recovered="Reading the cluster's state for monitoring again",
+        )
+
+    async def _read_once(self) -> None:
+        state = await asyncio.wait_for(self._read(), READ_TIMEOUT)
+        if state is not None:
+            self.latest = state

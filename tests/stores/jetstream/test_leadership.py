@@ -21,21 +21,12 @@ from stanpkg.stores.jetstream.streams import (
 )
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.errors import NatsError
+from tests.stores.file.helpers import LogCapture
 from tests.stores.jetstream.conftest import NatsProc
 from tests.stores.jetstream.test_streams import connected
 
 pytestmark = pytest.mark.slow
 UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
-
-
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def notice(self, text: str) -> None:
-        self.lines.append(text)
-
-    warn = error = notice
 
 
 async def make_streams(conn: NatsConnection, channels: list[str], replicas: int) -> list[str]:
@@ -56,6 +47,16 @@ async def leader_of(conn: NatsConnection, stream: str, within: float = 20) -> st
             pass
         await asyncio.sleep(0.1)
     raise AssertionError(f"{stream} has no leader after {within} s")
+
+
+async def until_led_by(conn: NatsConnection, streams: list[str], server: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        leaders = [await leader_of(conn, stream) for stream in streams]
+        if leaders == [server] * len(streams):
+            return
+        assert time.monotonic() < deadline, f"still led elsewhere: {leaders}"
+        await asyncio.sleep(0.1)
 
 
 async def current_everywhere(conn: NatsConnection, stream: str, within: float = 20) -> None:
@@ -82,10 +83,7 @@ async def test_each_stream_moves_its_leadership_to_the_asking_server(
                 before = await leader_of(conn, stream)
                 outcome = await lead_stream_from(there, stream, target)
                 assert outcome == ("here" if before == target else "asked")
-                deadline = time.monotonic() + 20
-                while await leader_of(conn, stream) != target:
-                    assert time.monotonic() < deadline, f"{stream} still led elsewhere"
-                    await asyncio.sleep(0.1)
+                await until_led_by(conn, [stream], target)
                 await current_everywhere(conn, stream)
                 assert await lead_stream_from(there, stream, target) == "here"
 
@@ -112,16 +110,10 @@ async def test_a_sweep_gathers_every_stream_and_reports_one_that_fails(
         streams = await make_streams(conn, [f"c{i}" for i in range(6)], replicas=3)
         for stream in streams:
             await current_everywhere(conn, stream)
-        log = Log()
+        log = LogCapture()
         gathering = LeaderGathering(conn, lambda: streams, log)
-        deadline = time.monotonic() + 30
-        while True:
-            await gathering.sweep()
-            leaders = [await leader_of(conn, stream) for stream in streams]
-            if leaders == ["js2"] * len(streams):
-                break
-            assert time.monotonic() < deadline, leaders
-            await asyncio.sleep(0.5)
+        await gathering.sweep()  # asks every stream led elsewhere, once
+        await until_led_by(conn, streams, "js2")
         assert gathering.moved <= len(streams)
         assert await gathering.sweep() == 0  # nothing left to move
         missing = LeaderGathering(conn, lambda: [*streams, stream_name("lead", "gone")], log)
@@ -138,12 +130,13 @@ async def test_lead_here_waits_until_the_stream_is_led_here(
         await current_everywhere(conn, streams[0])
         for index in (0, 1, 2, 0):
             async with connected(urls[index]) as there:
-                log = Log()
+                log = LogCapture()
                 gathering = LeaderGathering(there, lambda: (), log)
                 await gathering.lead_here(streams[0])
                 assert await leader_of(conn, streams[0]) == f"js{index + 1}"
-                assert log.lines == []
-        log = Log()
+                assert log.texts("WRN") == []
+        log = LogCapture()
         gathering = LeaderGathering(conn, lambda: (), log)
         await gathering.lead_here(stream_name("lead", "gone"))  # gives up, says why
-        assert len(log.lines) == 1 and "stays on another server" in log.lines[0]
+        [warning] = log.texts("WRN")
+        assert "stays on another server" in warning
