@@ -306,7 +306,8 @@ class PublishPipeline:
             channel = group.channel
             records = group.encoder.encode_run(group.first, group.messages)
             try:
-                channel.msgs.store(records, [group.stamp] * len(records), group.guids)
+                stamps = [group.stamp] * len(records)
+                channel.msgs.store(records, stamps, group.guids, group.messages)
             except StoreError as exc:
                 group.error = str(exc)
                 server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")

@@ -225,13 +225,19 @@ class MessageStore(ABC):
 
     @abstractmethod
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         """Append encoded MsgProtos with sequences ``last_sequence + 1 …``, then drop the
         oldest messages while ``max_msgs``/``max_bytes`` are exceeded (keeping at least
         the newest). Raises :class:`StoreError` if nothing could be stored. ``guids`` are
         the publishers' message IDs, for a store that deduplicates (see
-        :attr:`deduplicates`); others ignore them."""
+        :attr:`deduplicates`); others ignore them. ``fields``, when the caller has them:
+        the (reply, data) of each record, for a store that keeps them apart (it need not
+        decode the records)."""
 
     @abstractmethod
     def lookup(self, sequence: int) -> bytes | None:

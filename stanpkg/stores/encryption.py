@@ -142,12 +142,17 @@ class EncryptingMessageStore(MessageStore):
         return self.inner.state()
 
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         if not records:
             return
         inner, cipher = self.inner, self.cipher
         first = inner.last_assigned_sequence + 1
+        # Not ``fields``: they are the plaintext; the inner store sees the encrypted records.
         inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
         now = time.monotonic()
         recent = self._recent

@@ -96,7 +96,11 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         return seg
 
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         if not records:
             return

@@ -82,6 +82,35 @@ async def test_a_plain_jetstream_consumer_reads_a_channel(cluster: Cluster) -> N
     assert node.stop() == 0
 
 
+async def test_an_encrypted_cluster_keeps_only_ciphertext_in_jetstream(cluster: Cluster) -> None:
+    """With encryption, the channel's stream holds the encrypted payloads (the store gets
+    the records encrypted, never the plaintext beside them); clients read the plaintext,
+    after a restart too."""
+    args = [*bootstrap("enc"), "-encrypt", "-encryption_key", "mykey"]
+    node = cluster.start("enc", args)
+    node.wait_for(READY)
+    await publish(node.url, cluster.cluster_id, "secrets", 5)
+    nc = await nats.connect(node.url)
+    try:
+        sub = await nc.jetstream().subscribe(
+            f"_STAN.ch.{cluster.cluster_id}.secrets", ordered_consumer=True
+        )
+        stored = [(await sub.next_msg(5)).data for _ in range(5)]
+    finally:
+        await nc.close()
+    plain = [f"m{i}".encode() for i in range(5)]
+    # Each a ciphertext: not the payload, and longer by a nonce and a tag at least.
+    assert all(c != p and len(c) >= len(p) + 16 for c, p in zip(stored, plain, strict=True))
+    assert node.stop() == 0
+    again = cluster.start("enc", args, port=node.port)
+    again.wait_for(READY)
+    client = await StanClient.connect(again.url, cluster.cluster_id, "reader")
+    reader = await client.subscribe("secrets", start=pb.First)
+    assert [m.data for m in await reader.collect(5)] == plain
+    await client.close()
+    assert again.stop() == 0
+
+
 async def test_nodes_on_an_external_jetstream_hand_over(
     cluster: Cluster, jetstream_url: str
 ) -> None:

@@ -103,7 +103,11 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         )
 
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         total = len(records)
         if not total:

@@ -547,14 +547,17 @@ class ReplicatedMessages(MessageStore):
         return self.cache.state()
 
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
-        first = self.last_assigned_sequence + 1
-        append = self.stream.append
         ids = guids or [""] * len(records)
-        for offset, (record, guid) in enumerate(zip(records, ids, strict=True)):
-            msg = pb.MsgProto.FromString(record)
-            append(first + offset, msg.reply, msg.timestamp, msg.data, guid)
+        if not fields:
+            decoded = [pb.MsgProto.FromString(record) for record in records]
+            fields = [(msg.reply, msg.data) for msg in decoded]
+        self.stream.append_run(self.last_assigned_sequence + 1, fields, timestamps, ids)
         self._records.extend(records)
         self._stamps.extend(timestamps)
         self._guids.extend(ids)
@@ -667,25 +670,37 @@ class _Batch:
 
 class RecentGuids:
     """Publish IDs stored within the duplicate window (by the messages' timestamps), so
-    that a client's resend after a failover is acknowledged instead of stored again."""
+    that a client's resend after a failover is acknowledged instead of stored again.
+    Kept by runs of one timestamp: a publish batch is one run (one set update, one entry)."""
 
     def __init__(self, window: float) -> None:
         self._window_ns = int(window * 1e9)
-        self._order: deque[tuple[int, str]] = deque()
+        self._order: deque[tuple[int, list[str]]] = deque()
         self._ids: set[str] = set()
 
     def __contains__(self, guid: str) -> bool:
         return guid in self._ids
 
     def add_stamped(self, guids: Sequence[str], stamps: Sequence[int]) -> None:
-        for guid, stamp in zip(guids, stamps, strict=True):
-            if guid:
-                self._order.append((stamp, guid))
-                self._ids.add(guid)
-        if self._order:
-            horizon = self._order[-1][0] - self._window_ns
-            while self._order and self._order[0][0] < horizon:
-                self._ids.discard(self._order.popleft()[1])
+        if not guids:
+            return
+        if stamps[0] == stamps[-1]:  # stamps never decrease: one run
+            self._add_run(stamps[-1], guids)
+        else:
+            start = 0
+            for index in range(1, len(stamps) + 1):
+                if index == len(stamps) or stamps[index] != stamps[start]:
+                    self._add_run(stamps[start], guids[start:index])
+                    start = index
+        horizon = self._order[-1][0] - self._window_ns if self._order else 0
+        while self._order and self._order[0][0] < horizon:
+            self._ids.difference_update(self._order.popleft()[1])
+
+    def _add_run(self, stamp: int, guids: Sequence[str]) -> None:
+        run = [guid for guid in guids if guid]
+        if run:
+            self._order.append((stamp, run))
+            self._ids.update(run)
 
 
 @dataclass

@@ -264,6 +264,10 @@ class StreamWriter:
         ``sequence - 1``."""
         self._queued.append((sequence, guid, reply, timestamp_ns, payload))
 
+    def extend(self, writes: list[_Write]) -> None:
+        """:meth:`append` of each (sequence, guid, reply, timestamp, payload)."""
+        self._queued += writes
+
     def discard(self) -> None:
         self._queued.clear()
 
@@ -272,6 +276,11 @@ class StreamWriter:
         """The writes the next :meth:`flush` sends, as (sequence, guid, reply,
         timestamp, payload): the arguments of :meth:`append`."""
         return tuple(self._queued)
+
+    def take(self) -> list[_Write]:
+        """The queued writes, no longer queued."""
+        writes, self._queued = self._queued, []
+        return writes
 
     async def flush(self, timeout: float = 5.0) -> list[WriteResult]:
         """Publish every queued write at once and wait for each answer (StoreError when
@@ -369,7 +378,8 @@ class StreamWriter:
 
     async def answers(self, round_: WriteRound, timeout: float) -> list[WriteResult]:
         """Every answer of the round, in the order of its writes (StoreError when one
-        does not come within ``timeout``: the writes may or may not be stored)."""
+        does not come within ``timeout``: the writes may or may not be stored). An atomic
+        batch stored as expected has one: its commit's, for its last write."""
         try:
             if round_.failure:
                 raise StoreError(round_.failure)
@@ -422,8 +432,12 @@ class WriteRound:
 
 
 def _batch_results(sequences: list[int], answer: WriteResult | None) -> list[WriteResult]:
-    """The commit's answer, for each write of an atomic batch."""
+    """The commit's answer, for each write of an atomic batch; a batch stored where it was
+    expected is answered by its commit alone, for its last write (no result per message
+    on the hot path of a cluster)."""
     assert answer is not None
+    if answer.ok and answer.stored == answer.sequence:
+        return [answer]
     if not answer.ok:
         return [answer._replace(sequence=sequence) for sequence in sequences]
     first = answer.stored - len(sequences) + 1

@@ -164,7 +164,11 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
     # -- writes --------------------------------------------------------------------------
 
     def store(
-        self, records: Sequence[bytes], timestamps: Sequence[int], guids: Sequence[str] = ()
+        self,
+        records: Sequence[bytes],
+        timestamps: Sequence[int],
+        guids: Sequence[str] = (),
+        fields: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         if not records:
             return

@@ -140,3 +140,23 @@ async def test_a_server_without_atomic_batches_gets_one_write_per_message(
         await stream.flush()
         stored = await read_all(stream, 20)
         assert [s for s, _, _ in stored] == list(range(1, 21))
+
+
+async def test_a_run_appended_at_once_is_stored_as_appended_one_by_one(
+    jetstream_url: str,
+) -> None:
+    async with channel(jetstream_url) as stream:
+        messages = [("", b"a"), ("_INBOX.r", b""), ("", b"c")]
+        stream.append_run(1, messages, [11, 12, 12], ["g1", "", "g3"])
+        await stream.flush()
+        assert stream.last_sequence == 3
+        stored = []
+        async for record, guid in stream.read(1, 3):
+            msg = pb.MsgProto.FromString(record)
+            stored.append((msg.sequence, msg.reply, msg.data, msg.timestamp, guid))
+        # An empty publish ID becomes the writer's own, as append() makes it.
+        assert stored == [
+            (1, "", b"a", 11, "g1"),
+            (2, "_INBOX.r", b"", 12, "w1:2"),
+            (3, "", b"c", 12, "g3"),
+        ]
