@@ -212,7 +212,7 @@ class StreamingServer:
 
     def _listen(self) -> None:
         info, conn = self.info, self.conn
-        subscribe = conn.subscribe
+        subscribe = partial(self.mode.subscribe_for_clients, conn)
         sids = self._sids
         sids.append(subscribe(info.discovery, self.connections.on_connect))
         if self.partitions is not None:
@@ -227,6 +227,7 @@ class StreamingServer:
         sids.append(subscribe(self.ping_subject, self.connections.on_ping))
         for sub in self._recovered:
             self.attach_ack_inbox(sub)
+        self.mode.listening(self)
         self._log_subjects()
 
     def _log_subjects(self) -> None:

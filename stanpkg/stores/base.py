@@ -446,6 +446,12 @@ class Store(ABC):
         None for every other store, and once this node serves."""
         return None
 
+    def lock_holder_silent(self) -> bool:
+        """Clustered: while this node waits for the lock, True when its holder has not
+        renewed it for half the lease time (a takeover may follow), and from when this
+        node holds it: no other node serves. False for every other store."""
+        return False
+
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Fault-tolerant mode: one attempt to become the only server using this store;
         True when this store now holds the lock (until ``close``), False when another

@@ -320,6 +320,9 @@ class EncryptingStore(Store):
     def standby_state(self) -> StandbyState | None:
         return self.inner.standby_state()  # counts only: nothing to decrypt
 
+    def lock_holder_silent(self) -> bool:
+        return self.inner.lock_holder_silent()
+
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         return await self.inner.acquire_exclusive_lock(on_lost)
 

@@ -393,6 +393,14 @@ class NatsConnection:
         self._append(self._sub_line(sub))
         return sub.sid
 
+    def rehandle(self, sid: int, handler: MsgHandler) -> bool:
+        """Hand the subscription's next messages to ``handler`` (False: no such sid)."""
+        sub = self._subs.get(str(sid).encode())
+        if sub is None or sub.header_handler is not None:
+            return False
+        sub.handler = handler
+        return True
+
     def unsubscribe(self, sid: int, max_msgs: int = 0) -> None:
         """Stop now, or after ``max_msgs`` messages in total. Unknown sids are ignored."""
         sub = self._subs.get(str(sid).encode())

@@ -154,6 +154,51 @@ async def test_kill_of_the_serving_node_loses_no_acknowledged_message(cluster: C
     assert sorted(set(ids)) == list(range(ids[-1] + 1))
 
 
+async def wait_for_channel(node: Node, channel: str, timeout: float = 30) -> None:
+    """Until ``node``'s monitoring (a standby's: its reading of the cluster) has
+    ``channel``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = node.http("/streaming/channelsz")
+        if status == 200 and channel in json.loads(body).get("names", []):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{node.name} does not know channel {channel!r}")
+
+
+async def test_publishes_sent_while_no_node_serves_are_answered_by_the_next(
+    cluster: Cluster,
+) -> None:
+    """Between the serving node's death and the next node's promotion (JetStream
+    elections, seconds), nobody serves. The standbys hold the publishes sent then, and the
+    node that takes over answers them: a client waiting for its PubAcks (STAN clients do
+    not resend) gets them all, each message stored once."""
+    nodes = start_three(cluster)
+    leader = leader_of(nodes)
+    survivors = [n for n in nodes if n is not leader]
+    cid = cluster.cluster_id
+    client = await StanClient.connect(survivors[0].url, cid, "publisher")
+    await client.publish("orders", b"before")
+    # The standbys learn the cluster's publish subject from its records.
+    for node in survivors:
+        await wait_for_channel(node, "orders")
+    leader.kill_with_its_nats_server()
+    # The standbys hold once the lease went unrenewed for half its time (2 s); nobody
+    # can be promoted before JetStream's shortest election timeout (4 s).
+    await asyncio.sleep(3.0)
+    acks = [await client.publish_async("orders", f"during{i}".encode()) for i in range(20)]
+    answers = await asyncio.wait_for(asyncio.gather(*acks), 30)
+    assert [a.error for a in answers] == [""] * 20
+    new_leader = leader_of(survivors)
+    assert re.search(r"Answering \d+ publish\(es\) sent while no node served", new_leader.log())
+    await client.publish("orders", b"after")
+    sub = await client.subscribe("orders", start=pb.First)
+    stored = [m.data for m in await sub.collect(22, timeout=30)]
+    await sub.assert_nothing(1.0)
+    assert stored == [b"before", *[f"during{i}".encode() for i in range(20)], b"after"]
+    await client.close()
+
+
 async def stream_leaders(url: str) -> dict[str, str]:
     """Each JetStream stream of the cluster and the server leading it ("" if none)."""
     nc = await nats.connect(url)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stanpkg.server.server import StreamingServer
+    from stanpkg.transport.connection import MsgHandler, NatsConnection
 
 __all__ = ["ServingMode"]
 
@@ -45,6 +46,13 @@ class ServingMode(ABC):
 
     async def before_listening(self, server: StreamingServer) -> None:  # noqa: B027
         """Returns when this server, with its store recovered, may answer clients."""
+
+    def subscribe_for_clients(self, conn: NatsConnection, subject: str, handler: MsgHandler) -> int:
+        """The server's subscription to a subject clients send requests to."""
+        return conn.subscribe(subject, handler)
+
+    def listening(self, server: StreamingServer) -> None:  # noqa: B027
+        """The server has subscribed to every request subject: it answers clients now."""
 
     async def stop(self) -> None:  # noqa: B027
         """Stops what the mode runs beside the server (heartbeats, listeners)."""

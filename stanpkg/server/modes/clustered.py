@@ -13,12 +13,14 @@ import signal
 from typing import TYPE_CHECKING
 
 from stanpkg.server.errors import StartupError
+from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import StoreError
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
     from stanpkg.server.server import StreamingServer
+    from stanpkg.transport.connection import MsgHandler, NatsConnection
 
 __all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject", "node_subject"]
 
@@ -26,6 +28,7 @@ NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
 # An operator's "add" may name a node whose interest has not yet crossed the routes, or
 # whose process is busy on a loaded host: it is asked again until this much time is up.
 ADD_PROBE_PATIENCE = 5.0
+SILENCE_CHECK_INTERVAL = 0.1  # how often a standby looks whether the serving node is silent
 
 
 def node_subject(cluster_id: str, node_id: str) -> str:
@@ -55,6 +58,7 @@ class Clustered(ServingMode):
         self._leading = False
         self._sid: int | None = None
         self._requests: set[asyncio.Task[None]] = set()
+        self._held: HeldRequests | None = None  # publishes, while the serving node is silent
 
     @property
     def state_name(self) -> str:
@@ -92,6 +96,7 @@ class Clustered(ServingMode):
 
     async def stop(self) -> None:
         self._sid = None  # the server's connection closes with it
+        self._held = None
         for task in self._requests:
             task.cancel()
 
@@ -106,18 +111,58 @@ class Clustered(ServingMode):
         server.log_store_banner()
         if server.on_standby is not None:
             server.on_standby()  # a follower is a healthy service too
+        held = HeldRequests(server.conn)
+        watch = asyncio.get_running_loop().create_task(self._hold_while_silent(server, held))
         try:
             # Returns once this node holds the lease, with the store caught up on
             # everything the previous leader had replicated.
             await server.store.acquire_exclusive_lock(server.fatal)
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
+        finally:
+            watch.cancel()
+        self._held = held
         self._leading = True
         log.notice("server became leader, performing leader promotion actions")
         server.recover_state(quiet=True)
         if self.allow_add_remove_node:
             self._answer_membership_requests(server)
         log.notice("finished leader promotion actions")
+
+    # -- requests held during a failover (held_requests.py) -----------------------------
+
+    async def _hold_while_silent(self, server: StreamingServer, held: HeldRequests) -> None:
+        """Hold the clients' publishes while the serving node is silent."""
+        store, log = server.store, server.log
+        while True:
+            await asyncio.sleep(SILENCE_CHECK_INTERVAL)
+            if store.lock_holder_silent():
+                # The publish subject is the cluster's, from its records (a standby that
+                # started before the serving node wrote them knows it a little later).
+                state = store.standby_state()
+                if state is not None and not held.holding:
+                    held.hold([f"{state.info.publish}.>"])
+                    log.debug("Serving node silent: holding the publishes sent meanwhile")
+            elif held.holding:
+                log.debug(f"Serving node back: dropping {len(held)} held publish(es)")
+                held.drop()
+
+    def subscribe_for_clients(self, conn: NatsConnection, subject: str, handler: MsgHandler) -> int:
+        if self._held is not None:
+            return self._held.subscribe(subject, handler)
+        return conn.subscribe(subject, handler)
+
+    def listening(self, server: StreamingServer) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        answered = held.release()
+        if answered:
+            server.log.notice(f"Answering {answered} publish(es) sent while no node served")
+        if held.overflowed:
+            server.log.warn(
+                f"{held.overflowed} publish(es) sent while no node served were not kept"
+            )
 
     # -- membership requests (allow_add_remove_node) ------------------------------------
 

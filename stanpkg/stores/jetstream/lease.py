@@ -27,6 +27,7 @@ from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
 __all__ = ["Lease"]
 
 SELF_FENCE = 0.8  # of the lease time without a successful renewal
+SILENT = 0.5  # of the lease time unrenewed: the holder is silent (see holder_silent)
 RENEWALS_PER_TTL = 3
 RETRY_INTERVAL = 0.25  # after a failed request (no quorum, reconnecting)
 # A read or take waits this long for JetStream's answer, then tries again: the lease's
@@ -70,6 +71,14 @@ class Lease:
     @property
     def held(self) -> bool:
         return self._held
+
+    @property
+    def holder_silent(self) -> bool:
+        """Standing by, and the holder has not renewed the lease for half the lease time
+        (it renews every third): it may be gone, and a takeover may follow."""
+        if self._held or self._seen_revision < 0 or not self._holder:
+            return False
+        return asyncio.get_running_loop().time() - self._seen_since >= self.ttl * SILENT
 
     @property
     def holder(self) -> str:

@@ -349,6 +349,10 @@ class ClusteredStore(Store):
             asyncio.get_running_loop().time(),
         )
 
+    def lock_holder_silent(self) -> bool:
+        lease = self._lease
+        return lease is not None and (lease.held or lease.holder_silent)
+
     def recover(self) -> RecoveredState | None:
         # A follower has no state; the leader returns what it loaded at promotion.
         if not self._leading:

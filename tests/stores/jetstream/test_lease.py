@@ -149,6 +149,26 @@ async def test_dead_holder_is_taken_over_after_the_lease_time(jetstream_url: str
         print(f"takeover {took_over:.2f} s after the holder died (ttl {TTL} s)")
 
 
+async def test_a_standby_sees_a_dead_holder_go_silent_before_it_takes_over(
+    jetstream_url: str,
+) -> None:
+    """holder_silent: after half the lease time without a renewal (the holder renews
+    every third), until this standby holds the lease (then the store says so itself)."""
+    async with race(jetstream_url) as r:
+        a, b = await r.holder_and_standby()
+        await asyncio.sleep(TTL)
+        assert not b.lease.holder_silent and not a.lease.holder_silent
+        await a.die()
+        died = time.monotonic()
+        while not b.lease.holder_silent and time.monotonic() - died < TTL * 3:
+            await asyncio.sleep(0.02)
+        silent_after = time.monotonic() - died
+        assert b.lease.holder_silent and not b.lease.held
+        assert silent_after < TTL, silent_after  # before the takeover: at TTL at the earliest
+        assert await r.next_holder(within=TTL * 5) is b
+        assert not b.lease.holder_silent  # held now
+
+
 async def test_frozen_holder_is_taken_over(jetstream_url: str) -> None:
     async with race(jetstream_url) as r:
         a, b = await r.holder_and_standby()
