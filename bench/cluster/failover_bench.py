@@ -10,6 +10,10 @@ longest time without a PubAck, acknowledged messages missing afterwards (must be
 for stanpkg which JetStream servers led the channel, the records and the lease (a stream
 led by the dead node waits for JetStream's election). Then the worst and the median stall
 of each side.
+
+With ``--steady`` the publisher is an application's instead: async publishes at a steady
+rate on one connection, never resent. Per round it counts the publishes that got no
+PubAck within 20 s (the client's wait), and when they were sent after the kill.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -72,6 +78,67 @@ class Publisher:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close()
+
+
+class SteadyPublisher:
+    """Publish b'p<n>' at a steady rate on one connection (a follower's URL, which lives
+    on) and never resend, as an application using a STAN client's async publish does: a
+    publish whose PubAck does not come within ACK_WAIT (the client's PubAckWait) is what
+    the application sees fail."""
+
+    RATE = 200  # publishes per second
+    ACK_WAIT = 20.0
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.sent_at: list[float] = []
+        self.acked_at: dict[int, float] = {}
+        self.acked: list[int] = []  # in the order the PubAcks came
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        conn = await NatsConnection.connect(self.url, name="failover-steady")
+        client = await StanBenchClient.connect(conn, "bench", "steady")
+        try:
+            while not self.stop.is_set():
+                n = len(self.sent_at)
+                self.sent_at.append(time.monotonic())
+                client.publish_async(CHANNEL, f"p{n}".encode(), partial(self._on_ack, n))
+                await asyncio.sleep(1 / self.RATE)
+            deadline = self.sent_at[-1] + self.ACK_WAIT
+            while client.inflight and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def _on_ack(self, n: int, error: str) -> None:
+        if not error:
+            self.acked_at[n] = time.monotonic()
+            self.acked.append(n)
+
+    def report(self, killed_at: float) -> dict[str, object]:
+        """Publishes sent after the kill: how many failed (no PubAck in time) and over
+        which span of send times; the longest time without a PubAck."""
+        late = [
+            n for n, sent in enumerate(self.sent_at)
+            if self.acked_at.get(n, float("inf")) - sent > self.ACK_WAIT
+        ]  # fmt: skip
+        times = sorted(self.acked_at.values())
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        return {
+            "publishes": len(self.sent_at),
+            "failed": len(late),
+            "failed_sent_from_kill": (
+                [
+                    round(self.sent_at[late[0]] - killed_at, 2),
+                    round(self.sent_at[late[-1]] - killed_at, 2),
+                ]
+                if late
+                else []
+            ),
+            "longest_stall": round(max(gaps, default=0.0), 3),
+        }
 
 
 async def stored_sequence_of_each(url: str, expected: int) -> set[int]:
@@ -127,7 +194,12 @@ def kill_node(proc: subprocess.Popen[bytes]) -> None:
 
 
 async def one_round(
-    command: list[str], name: str, *, victim: str = "serving", keep: bool = False
+    command: list[str],
+    name: str,
+    *,
+    victim: str = "serving",
+    keep: bool = False,
+    steady: bool = False,
 ) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="failover-bench-"))
     procs, followers, serving = start_cluster(command, workdir)
@@ -138,6 +210,8 @@ async def one_round(
         urls.reverse()
     try:
         await asyncio.sleep(2)  # let the followers settle
+        if steady:
+            return await _steady_round(name, procs, dead, victim, urls[0])
         publisher = Publisher(list(urls))
         task = asyncio.create_task(publisher.run())
         while len(publisher.acked) < BEFORE:
@@ -171,6 +245,32 @@ async def one_round(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+async def _steady_round(
+    name: str, procs: list[subprocess.Popen[bytes]], dead: str, victim: str, url: str
+) -> dict[str, object]:
+    publisher = SteadyPublisher(url)
+    task = asyncio.create_task(publisher.run())
+    while len(publisher.acked) < BEFORE:
+        await asyncio.sleep(0.02)
+    kill_node(procs["abc".index(dead)])
+    killed_at = time.monotonic()
+    killed_count = len(publisher.acked)
+    deadline = killed_at + 30
+    while len(publisher.acked) < killed_count + AFTER and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    publisher.stop.set()
+    await task
+    acked = set(publisher.acked)
+    stored = await stored_sequence_of_each(url, len(acked))
+    return {
+        "server": name,
+        **publisher.report(killed_at),
+        "acked": len(acked),
+        "lost": len(acked - stored),
+        "dead_node": f"{dead} ({victim})",
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -180,6 +280,12 @@ def main() -> int:
     parser.add_argument(
         "--kill", choices=("serving", "follower"), default="serving", help="which node dies"
     )
+    parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="publish at a steady rate without resending (an application's async "
+        "publishes): count the publishes that get no PubAck within 20 s",
+    )
     args = parser.parse_args()
     found = servers(args.build)
     if found is None:
@@ -187,15 +293,26 @@ def main() -> int:
     _, commands = found
     names = [args.only] if args.only else list(commands)
     stalls: dict[str, list[float]] = {name: [] for name in names}
+    failed: dict[str, list[int]] = {name: [] for name in names}
     for round_no in range(args.rounds):
         for name in names if round_no % 2 == 0 else names[::-1]:
-            result = asyncio.run(one_round(commands[name], name, victim=args.kill, keep=args.keep))
+            result = asyncio.run(
+                one_round(
+                    commands[name], name, victim=args.kill, keep=args.keep, steady=args.steady
+                )
+            )
             print(json.dumps({"round": round_no, **result}), flush=True)
             stalls[name].append(float(result["longest_stall"]))  # type: ignore[arg-type]
+            failed[name].append(int(result.get("failed", 0)))  # type: ignore[call-overload]
     for name, values in stalls.items():
         print(
             f"{name}: longest stall median {statistics.median(values):.2f} s, "
             f"worst {max(values):.2f} s, best {min(values):.2f} s ({len(values)} rounds)"
+            + (
+                f"; publishes failed, median {statistics.median(failed[name])}"
+                if args.steady
+                else ""
+            )
         )
     return 0
 

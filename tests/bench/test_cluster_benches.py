@@ -15,6 +15,7 @@ from tests.bench.bench_path import run_bench_script
     [
         ("cluster/cluster_bench.py", ["--rounds", "1"]),
         ("cluster/failover_bench.py", ["--rounds", "1", "--kill", "follower"]),
+        ("cluster/failover_bench.py", ["--rounds", "1", "--steady"]),
         ("cluster/latency_capacity.py", ["--rounds", "1", "--skip-capacity"]),
     ],
 )

@@ -16,13 +16,14 @@ from nats.errors import Error as NatsPyError
 from nats.js.kv import KeyValue
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink, Write
+from stanpkg.stores.jetstream.link import JetStreamLink, Write, first_answer
 
 __all__ = ["ReplicatedMap", "kv_key", "kv_key_parts"]
 
 WRITE_TIMEOUT = 5.0  # for the acks of one round of writes
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
 RETRY_INTERVAL = 0.25
+PROBE_EVERY = 0.25  # load(): the leader is asked again this often while it does not answer
 _DELETE_HEADERS = {"KV-Operation": "DEL"}
 _PLAIN = re.compile(r"[a-zA-Z0-9][-_a-zA-Z0-9]*")  # kept as is, for readable keys
 _VALID_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*")
@@ -88,8 +89,9 @@ class ReplicatedMap:
         found: dict[str, bytes] = {}
         newest = 0
         try:
-            info = await asyncio.wait_for(
-                self._link.js.stream_info(f"KV_{self.bucket}"), leader_timeout
+            name = f"KV_{self.bucket}"
+            info = await first_answer(
+                lambda: self._link.js.stream_info(name), timeout=leader_timeout, every=PROBE_EVERY
             )
             watcher = await self._kv.watchall()
             try:

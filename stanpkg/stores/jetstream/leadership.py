@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
-from stanpkg.stores.jetstream.link import raise_if_cancelled
+from stanpkg.stores.jetstream.link import first_answer, raise_if_cancelled
 from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.streams import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
@@ -36,6 +36,7 @@ MOVE_WITHIN = 3.0  # seconds a channel's first write waits for its stream's lead
 MOVE_POLL = 0.05
 MOVE_ASK_AGAIN = 1.0  # seconds after a step-down that did not land here
 MOVE_REQUEST_TIMEOUT = 1.0
+MOVE_PROBE_EVERY = 0.25  # a stream's leader is looked for again this often, unanswered
 
 
 class LeaderGathering:
@@ -70,11 +71,19 @@ class LeaderGathering:
         last_problem = "its leader did not move"
         while loop.time() < deadline:
             ask = loop.time() - asked_at >= MOVE_ASK_AGAIN  # a step-down may land elsewhere
+            wait = min(MOVE_REQUEST_TIMEOUT, max(0.05, deadline - loop.time()))
             try:
-                outcome = await asyncio.wait_for(
-                    lead_stream_from(self._conn, stream, server, ask=ask),
-                    min(MOVE_REQUEST_TIMEOUT, max(0.05, deadline - loop.time())),
+                # Looked at first, asked again and again: a stream electing its leader
+                # (it died with the last serving node) answers only what comes after.
+                outcome = await first_answer(
+                    lambda: lead_stream_from(self._conn, stream, server, ask=False),
+                    timeout=wait,
+                    every=MOVE_PROBE_EVERY,
                 )
+                if outcome != "here" and ask:
+                    outcome = await asyncio.wait_for(
+                        lead_stream_from(self._conn, stream, server), wait
+                    )
             except (StoreError, TimeoutError) as exc:
                 # No answer while the leadership changes hands: ask again.
                 raise_if_cancelled()

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from functools import partial
 
 from nats.errors import Error as NatsPyError
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from stanpkg.stores.jetstream.link import JetStreamLink, raise_if_cancelled
+from stanpkg.stores.jetstream.link import JetStreamLink, first_answer, raise_if_cancelled
 
 __all__ = ["Lease"]
 
@@ -119,7 +120,13 @@ class Lease:
             if not self._holder or self._holder == self.me or lapsed:
                 sent = loop.time()
                 try:
-                    won = await asyncio.wait_for(self._take(kv, self._seen_revision), self._attempt)
+                    # Asked again every quarter second while unanswered: the lease's
+                    # stream may be electing, and only answers what comes after.
+                    won = await first_answer(
+                        partial(self._take, kv, self._seen_revision),
+                        timeout=self._attempt,
+                        every=self._poll,
+                    )
                 except (NatsPyError, TimeoutError):
                     # No answer: read and try again. A take stored unanswered reads as
                     # ours, and is then taken again on its new revision.

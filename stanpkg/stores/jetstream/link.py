@@ -12,8 +12,8 @@ import contextlib
 import itertools
 import json
 import ssl
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -29,13 +29,21 @@ from stanpkg.stores.base import StoreError
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
-__all__ = ["REQUEST_TIMEOUT", "JetStreamLink", "PublishFailed", "Write", "raise_if_cancelled"]
+__all__ = [
+    "REQUEST_TIMEOUT",
+    "JetStreamLink",
+    "PublishFailed",
+    "Write",
+    "first_answer",
+    "raise_if_cancelled",
+]
 
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 REQUEST_TIMEOUT = 5.0  # default for JetStream API requests
 JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039
 
 Write = tuple[str, bytes, Mapping[str, str] | None]  # subject, data, headers
+T = TypeVar("T")
 
 
 def raise_if_cancelled() -> None:
@@ -46,6 +54,37 @@ def raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError()
+
+
+async def first_answer(
+    ask: Callable[[], Coroutine[Any, Any, T]], *, timeout: float, every: float
+) -> T:
+    """The first answer to ``ask()``, asked again every ``every`` seconds until one comes,
+    for ``timeout`` seconds at most (then TimeoutError, or the last attempt's error).
+
+    A stream electing a leader never answers the requests sent before its election: one
+    request waits out its whole timeout, while one sent just after is answered at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    pending: set[asyncio.Task[T]] = set()
+    error: BaseException = TimeoutError()
+    try:
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise error
+            pending.add(loop.create_task(ask()))
+            done, pending = await asyncio.wait(
+                pending, timeout=min(every, left), return_when=asyncio.FIRST_COMPLETED
+            )
+            answered = [task for task in done if task.exception() is None]
+            for task in done:  # each failure looked at: none is left unretrieved
+                error = task.exception() or error
+            if answered:
+                return answered[0].result()
+    finally:
+        for task in pending:
+            task.cancel()
 
 
 class PublishFailed(Exception):

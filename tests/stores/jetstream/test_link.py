@@ -11,7 +11,7 @@ import pytest
 from nats.errors import ConnectionClosedError
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed, Write
+from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed, Write, first_answer
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
 from tests.transport.conftest import free_port
@@ -107,3 +107,38 @@ async def test_publish_all_answers_each_write(jetstream_url: str) -> None:
         assert len(closed) == 3 and all(isinstance(r, ConnectionClosedError) for r in closed)
     finally:
         await link.close()
+
+
+async def test_first_answer_asks_again_until_one_is_answered() -> None:
+    """As a stream electing a leader: the requests sent before the election stay unanswered,
+    the first one after it is answered at once."""
+    loop = asyncio.get_running_loop()
+    elected = loop.time() + 0.3
+    asked: list[asyncio.Future[str]] = []
+
+    async def ask() -> str:
+        if loop.time() < elected:
+            never: asyncio.Future[str] = loop.create_future()
+            asked.append(never)
+            return await never
+        return "info"
+
+    start = loop.time()
+    assert await first_answer(ask, timeout=5, every=0.05) == "info"
+    assert loop.time() - start < 0.6  # not the unanswered request's 5 s
+    await asyncio.sleep(0)
+    assert asked and all(f.cancelled() for f in asked)  # nothing left waiting
+
+
+async def test_first_answer_gives_up_with_the_last_error_or_a_timeout() -> None:
+    async def hang() -> str:
+        await asyncio.sleep(10)
+        return "late"
+
+    async def fail() -> str:
+        raise ConnectionError("no responders")
+
+    with pytest.raises(TimeoutError):
+        await first_answer(hang, timeout=0.2, every=0.05)
+    with pytest.raises(ConnectionError, match="no responders"):
+        await first_answer(fail, timeout=0.2, every=0.05)
