@@ -20,8 +20,10 @@ from stanpkg.transport.nuid import Nuid
 
 AckCallback = Callable[[str], None]
 """Called with the PubAck's error text ("" on success)."""
-PayloadCallback = Callable[[int, bytes], None]
-"""Called with a delivered message's sequence and its encoded MsgProto."""
+MessageCallback = Callable[[pb.MsgProto], None]
+"""Called with a delivered message, decoded."""
+
+_ACK_ALL = 1 << 64  # past any sequence
 
 _MISSING: Any = object()
 
@@ -31,6 +33,13 @@ class StanError(Exception):
 
 
 def varint(value: int) -> bytes:
+    # Sequences below 2**21 (three bytes) are nearly all of them: no loop for those.
+    if value < 0x80:
+        return bytes((value,))
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -64,7 +73,8 @@ class StanSubscription:
         client: StanBenchClient,
         channel: str,
         on_msg: Callable[[int], None],
-        on_payload: PayloadCallback | None = None,
+        on_message: MessageCallback | None = None,
+        ack_through: int = _ACK_ALL,
     ) -> None:
         self.client = client
         self.channel = channel
@@ -72,23 +82,36 @@ class StanSubscription:
         self.ack_inbox = ""
         self.received = 0
         self._on_msg = on_msg
-        self._on_payload = on_payload
+        self._on_message = on_message
+        self._ack_through = ack_through
         self._ack_prefix = _field(1, channel.encode()) + b"\x10"
         self._early: list[int] = []  # delivered before the SubscriptionResponse arrived
+        # The NATS handler: decoding the whole message only when the caller wants it.
+        self.handle: Callable[[str, str, bytes], None] = (
+            self._handle_sequence if on_message is None else self._handle_message
+        )
 
-    def handle(self, subject: str, reply: str, payload: bytes) -> None:
+    def _handle_sequence(self, subject: str, reply: str, payload: bytes) -> None:
         sequence = _first_varint(payload)
         if sequence < 0:
             sequence = pb.MsgProto.FromString(payload).sequence
         self.received += 1
+        if sequence <= self._ack_through:
+            self._ack(sequence)
+        self._on_msg(sequence)
+
+    def _handle_message(self, subject: str, reply: str, payload: bytes) -> None:
+        msg = pb.MsgProto.FromString(payload)
+        self.received += 1
+        if msg.sequence <= self._ack_through:
+            self._ack(msg.sequence)
+        self._on_message(msg)  # type: ignore[misc]  # set whenever this handler is
+
+    def _ack(self, sequence: int) -> None:
         if self.ack_inbox:
             self.client.nc.publish(self.ack_inbox, self._ack_prefix + varint(sequence))
         else:
             self._early.append(sequence)
-        if self._on_payload is not None:
-            self._on_payload(sequence, payload)
-        else:
-            self._on_msg(sequence)
 
     def set_ack_inbox(self, ack_inbox: str) -> None:
         self.ack_inbox = ack_inbox
@@ -237,14 +260,26 @@ class StanBenchClient:
         deliver_all: bool = False,
         start_position: pb.StartPosition | None = None,
         start_sequence: int = 0,
-        on_payload: PayloadCallback | None = None,
+        on_message: MessageCallback | None = None,
+        last_wanted: int = 0,
         max_inflight: int = 1024,
         ack_wait: int = 30,
         timeout: float = 2.0,
     ) -> StanSubscription:
         """Subscribe; ``start_position`` (a pb.StartPosition) overrides ``deliver_all``.
-        ``on_payload``, when given, gets each whole MsgProto instead of ``on_msg``."""
-        sub = StanSubscription(self, channel, on_msg, on_payload)
+        ``on_message``, when given, gets each decoded MsgProto instead of ``on_msg``.
+
+        ``last_wanted`` (a sequence, the subscription is closed there): the messages after
+        ``last_wanted - max_inflight`` are not acknowledged, so the server, which never has
+        more than ``max_inflight`` unacknowledged, sends nothing past ``last_wanted``
+        (``max_inflight`` is cut to the messages wanted from a start sequence). Otherwise
+        every message is acknowledged."""
+        ack_through = _ACK_ALL
+        if last_wanted:
+            if start_position == pb.SequenceStart:
+                max_inflight = max(1, min(max_inflight, last_wanted - start_sequence + 1))
+            ack_through = last_wanted - max_inflight
+        sub = StanSubscription(self, channel, on_msg, on_message, ack_through)
         self.nc.subscribe(sub.inbox, sub.handle)
         request = pb.SubscriptionRequest(
             clientID=self.client_id,

@@ -148,13 +148,13 @@ async def stored_sequence_of_each(url: str, expected: int) -> set[int]:
     seen: set[int] = set()
     done = asyncio.Event()
 
-    def on_payload(_sequence: int, raw: bytes) -> None:
-        seen.add(int(pb.MsgProto.FromString(raw).data[1:]))
+    def on_message(msg: pb.MsgProto) -> None:
+        seen.add(int(msg.data[1:]))
         if len(seen) >= expected:
             done.set()
 
     sub: StanSubscription = await client.subscribe(
-        CHANNEL, lambda _: None, deliver_all=True, on_payload=on_payload, timeout=10
+        CHANNEL, lambda _: None, deliver_all=True, on_message=on_message, timeout=10
     )
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), 30)

@@ -1,16 +1,20 @@
 """End-to-end rate of a live-to-Parquet query: ``spark.readStream.format("stan")`` on a
-stanpkg server (memory store), for 1 and 10 channels of 128-byte messages.
+live server (stanpkg, memory store; ``--server go`` for the Go reference), for 1 and 10
+channels of 128-byte messages.
 
-Per channel count:
+A first query in the Spark session pays the JVM's warm-up and the Python workers' start
+(seconds, once per Spark application): it is run first on a small backlog and printed
+apart. Then, per channel count and round (fresh channels each round):
 * backlog: N messages published first, then one availableNow query drains them into
-  Parquet; msgs/s over its micro-batches (Spark's triggerExecution times; the query's
-  start, a few seconds, is printed apart);
+  Parquet; msgs/s over its micro-batches (Spark's triggerExecution times);
 * the source alone: the same ranges read by the source's reader into Arrow, no Spark (the
   reference the Spark figure is a ratio of);
-* latency: a processing-time query runs while messages are published at --rate msgs/s;
-  per message, the sink file's modification time minus the server's timestamp (p50/p99).
+Min/median/max over the rounds. Then, once per channel count, latency: a processing-time
+query runs while messages are published at --rate msgs/s; per message, the sink file's
+modification time minus the server's timestamp (p50/p99).
 
     .venv/bin/python bench/pipeline/live_bench.py [--messages 200000] [--channels 1,10]
+        [--rounds 3] [--server stanpkg|go]   # go: STANPKG_REFERENCE_DIR (build.sh output)
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from processes import free_port, stop_server  # noqa: E402
 
 from stanpkg.client import StanBenchClient  # noqa: E402
 from stanpkg.pipeline import register  # noqa: E402
-from stanpkg.pipeline.live_client import RangeRead, channel_bounds, iter_range  # noqa: E402
+from stanpkg.pipeline.live_client import RangeRead, channel_bounds, iter_ranges  # noqa: E402
 from stanpkg.pipeline.live_options import LiveOptions  # noqa: E402
 from stanpkg.pipeline.live_source import to_record_batch  # noqa: E402
 from stanpkg.transport import NatsConnection  # noqa: E402
@@ -47,18 +51,28 @@ RUNNER = (
 )
 
 
+def go_server_binary() -> Path:
+    ref = os.environ.get("STANPKG_REFERENCE_DIR", "")
+    binary = Path(ref) / "nats-streaming-server"
+    if not ref or not binary.exists():
+        sys.exit(
+            "--server go needs STANPKG_REFERENCE_DIR, the directory where "
+            "../shared/reference/build.sh put nats-streaming-server (bench/README.md)"
+        )
+    return binary
+
+
 class Server:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, kind: str = "stanpkg") -> None:
         self.cluster_id = "live-bench"
         self.port, self.http = free_port(), free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.log = workdir / "server.log"
         argv = ["-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.http)]
         argv += ["-cid", self.cluster_id, "-mm", "0", "-mb", "0", "-mc", "0"]
+        start = [str(go_server_binary())] if kind == "go" else [sys.executable, "-c", RUNNER]
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", RUNNER, *argv], stdout=out, stderr=subprocess.STDOUT
-            )
+            self.proc = subprocess.Popen([*start, *argv], stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while b"Streaming Server is ready" not in self.log.read_bytes():
             if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -92,14 +106,15 @@ async def publish(server: Server, channels: list[str], count: int, size: int, ra
     await nc.close()
 
 
-def source_alone(options: LiveOptions, start: dict[str, int]) -> float:
-    """Msgs/s of the source's reader (subscription, decoding, Arrow) without Spark."""
+def source_alone(options: LiveOptions) -> float:
+    """Msgs/s of the source's reader (subscription, decoding, Arrow) without Spark, one
+    range per channel in turn on one connection."""
     bounds = channel_bounds(options)
     started = time.monotonic()
     total = 0
-    for channel, b in bounds.items():
-        for msgs in iter_range(options, channel, start.get(channel, 0), b.last, 8192, RangeRead()):
-            total += to_record_batch(channel, msgs).num_rows
+    ranges = [(channel, 0, b.last, RangeRead()) for channel, b in bounds.items()]
+    for channel, batch in iter_ranges(options, ranges, 8192):
+        total += to_record_batch(channel, batch).num_rows
     return total / (time.monotonic() - started)
 
 
@@ -149,14 +164,21 @@ def latency(spark: Any, server: Server, channels: list[str], args: Any, out: Pat
     return sorted(delays)
 
 
+def spread(values: list[float]) -> str:
+    """min / median / max."""
+    return " / ".join(f"{v:,.0f}" for v in (min(values), statistics.median(values), max(values)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--channels", default="1,10")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--rate", type=float, default=5000, help="latency run, msgs/s")
     parser.add_argument("--seconds", type=float, default=10, help="latency run length")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--server", choices=("stanpkg", "go"), default="stanpkg")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -170,37 +192,60 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    print(f"{args.messages} messages of {args.size} B, master {args.master}, memory store")
-    print("| channels | source alone msgs/s | Spark to Parquet msgs/s | ratio | p50 s | p99 s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"{args.messages} messages of {args.size} B per round, {args.rounds} rounds, "
+        f"master {args.master}, {args.server} server (memory store)",
+        flush=True,
+    )
+    rows_out = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        server = Server(work)
+        server = Server(work, args.server)
         try:
+            warm = ["warmup.c0"]
+            asyncio.run(publish(server, warm, 20_000, args.size, 0))
+            rows, wall, in_triggers = drain(spark, server.options("warmup.*"), work / "warmup")
+            print(
+                f"  first query of the session (JVM warm-up, Python workers' start): {rows:,} "
+                f"messages in {in_triggers:.1f} s of micro-batch, {wall:.1f} s with its start",
+                flush=True,
+            )
             for n in (int(c) for c in args.channels.split(",")):
-                channels = [f"bench{n}.c{i}" for i in range(n)]
-                asyncio.run(publish(server, channels, args.messages, args.size, 0))
-                options = server.options(f"bench{n}.*")
-                alone = source_alone(LiveOptions.parse(options), {})
-                rows, wall, in_triggers = drain(spark, options, work / f"drain{n}")
-                assert rows == args.messages, (rows, args.messages)
-                rate = rows / in_triggers
-                print(
-                    f"  {n} channel(s): alone {alone:,.0f}/s, Spark {rate:,.0f}/s in its "
-                    f"micro-batches ({in_triggers:.1f} s; {wall:.1f} s with the query's start)",
-                    flush=True,
-                )
+                alone_rates, spark_rates = [], []
+                for r in range(args.rounds):
+                    prefix = f"bench{n}r{r}"
+                    channels = [f"{prefix}.c{i}" for i in range(n)]
+                    asyncio.run(publish(server, channels, args.messages, args.size, 0))
+                    options = server.options(f"{prefix}.*")
+                    alone_rates.append(source_alone(LiveOptions.parse(options)))
+                    rows, wall, in_triggers = drain(spark, options, work / f"drain-{prefix}")
+                    assert rows == args.messages, (rows, args.messages)
+                    spark_rates.append(rows / in_triggers)
+                    print(
+                        f"  {n} channel(s), round {r + 1}: alone {alone_rates[-1]:,.0f}/s, "
+                        f"Spark {spark_rates[-1]:,.0f}/s in its micro-batches "
+                        f"({in_triggers:.1f} s; {wall:.1f} s with the query's start)",
+                        flush=True,
+                    )
+                channels = [f"latency{n}.c{i}" for i in range(n)]
                 delays = latency(spark, server, channels, args, work / f"latency{n}")
                 p50 = statistics.median(delays)
                 p99 = delays[int(len(delays) * 0.99) - 1]
-                print(
-                    f"| {n} | {alone:,.0f} | {rate:,.0f} | {rate / alone:.2f} | "
-                    f"{p50:.2f} | {p99:.2f} |",
-                    flush=True,
+                ratio = statistics.median(spark_rates) / statistics.median(alone_rates)
+                rows_out.append(
+                    f"| {n} | {spread(alone_rates)} | {spread(spark_rates)} | {ratio:.2f} | "
+                    f"{p50:.2f} | {p99:.2f} |"
                 )
+                print(f"  {n} channel(s): latency p50 {p50:.2f} s, p99 {p99:.2f} s", flush=True)
         finally:
             stop_server(server.proc)
             spark.stop()
+    print(
+        "| channels | source alone msgs/s (min / median / max) | Spark to Parquet msgs/s "
+        "(min / median / max) | ratio of medians | latency p50 s | p99 s |"
+    )
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows_out))
 
 
 if __name__ == "__main__":

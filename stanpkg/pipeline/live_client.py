@@ -17,9 +17,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stanpkg.client import (
-    PayloadCallback,
+    MessageCallback,
     StanBenchClient,
     StanError,
     StanSubscription,
@@ -32,10 +33,12 @@ from stanpkg.transport.nuid import next_nuid
 __all__ = [
     "ChannelBounds",
     "LiveSourceError",
+    "MessageColumns",
     "RangeRead",
     "channel_bounds",
     "check_connection",
     "iter_range",
+    "iter_ranges",
 ]
 
 _MONITOR_PAGE = 1024
@@ -56,6 +59,21 @@ class ChannelBounds:
 
     first: int
     last: int
+
+
+class MessageColumns(NamedTuple):
+    """A batch of delivered messages, field by field (the shape Arrow builds from)."""
+
+    sequence: tuple[int, ...]
+    subject: tuple[str, ...]
+    reply: tuple[str, ...]
+    data: tuple[bytes, ...]
+    timestamp: tuple[int, ...]
+    redelivered: tuple[bool, ...]
+    crc32: tuple[int, ...]
+
+
+_Row = tuple[int, str, str, bytes, int, bool, int]
 
 
 @dataclass
@@ -243,7 +261,8 @@ async def _subscribe(
     position: pb.StartPosition,
     sequence: int = 0,
     inflight: int,
-    on_payload: PayloadCallback | None = None,
+    on_message: MessageCallback | None = None,
+    last_wanted: int = 0,
 ) -> StanSubscription:
     try:
         return await stan.subscribe(
@@ -251,7 +270,8 @@ async def _subscribe(
             on_msg,
             start_position=position,
             start_sequence=sequence,
-            on_payload=on_payload,
+            on_message=on_message,
+            last_wanted=last_wanted,
             max_inflight=inflight,
             timeout=options.connect_timeout,
         )
@@ -262,31 +282,50 @@ async def _subscribe(
 # -- reading a range (executor side) -------------------------------------------------------
 
 
-def iter_range(
-    options: LiveOptions, channel: str, start: int, end: int, batch_rows: int, read: RangeRead
-) -> Iterator[list[pb.MsgProto]]:
-    """The messages of ``channel`` in (start, end], in order, in lists of <= batch_rows.
+def iter_ranges(
+    options: LiveOptions, ranges: Iterable[tuple[str, int, int, RangeRead]], batch_rows: int
+) -> Iterator[tuple[str, MessageColumns]]:
+    """The messages of each (channel, start, end] in turn, in order, as (channel, batch of
+    <= batch_rows): one connection for them all (a Spark task reads several small ranges).
 
     The event loop runs only while a list is being filled: between lists the socket is not
     read, so TCP holds the server back while Spark consumes (no unbounded buffering).
     """
     loop = asyncio.new_event_loop()
-    reader = _RangeReader(options, channel, start, end, batch_rows, read)
+    stack = contextlib.AsyncExitStack()
+    stan: StanBenchClient | None = None
     try:
-        loop.run_until_complete(reader.open())
-        while True:
-            batch = loop.run_until_complete(reader.next_batch())
-            if not batch:
-                break
-            yield batch
+        for channel, start, end, read in ranges:
+            if start >= end:
+                continue
+            if stan is None:
+                stan = loop.run_until_complete(
+                    stack.enter_async_context(connected(options, "read"))
+                )
+            reader = _RangeReader(stan, options, channel, start, end, batch_rows, read)
+            try:
+                loop.run_until_complete(reader.open())
+                while batch := loop.run_until_complete(reader.next_batch()):
+                    yield channel, batch
+            finally:
+                loop.run_until_complete(reader.close())
     finally:
-        loop.run_until_complete(reader.close())
+        loop.run_until_complete(stack.aclose())
         loop.close()
+
+
+def iter_range(
+    options: LiveOptions, channel: str, start: int, end: int, batch_rows: int, read: RangeRead
+) -> Iterator[MessageColumns]:
+    """The messages of ``channel`` in (start, end], in order, in batches of <= batch_rows."""
+    for _channel, batch in iter_ranges(options, [(channel, start, end, read)], batch_rows):
+        yield batch
 
 
 class _RangeReader:
     def __init__(
         self,
+        stan: StanBenchClient,
         options: LiveOptions,
         channel: str,
         start: int,
@@ -294,24 +333,25 @@ class _RangeReader:
         batch_rows: int,
         read: RangeRead,
     ) -> None:
+        self.stan = stan
         self.options = options
         self.channel = channel
         self.end = end
         self.batch_rows = batch_rows
         self.read = read
         self.next = start + 1  # the sequence expected next
-        self.pending: list[pb.MsgProto] = []
-        self.done = start >= end
+        # Rows of plain values: the MsgProto itself is freed at once, so a batch of thousands
+        # does not keep the collector busy (upb messages are tracked by the cyclic GC).
+        self.pending: list[_Row] = []
+        self.done = False
         self.error: LiveSourceError | None = None
         self.wake = asyncio.Event()
-        self.stack = contextlib.AsyncExitStack()
         self.sub: StanSubscription | None = None
-        self.stan: StanBenchClient | None = None
 
     async def open(self) -> None:
-        if self.done:
-            return
-        self.stan = await self.stack.enter_async_context(connected(self.options, "read"))
+        # Not acknowledging the range's last `inflight` messages keeps the server from
+        # sending past its end (last_wanted): a range that ends before the channel's head
+        # would otherwise cost up to `inflight` messages sent, parsed and dropped.
         self.sub = await _subscribe(
             self.stan,
             self.options,
@@ -320,16 +360,17 @@ class _RangeReader:
             position=pb.SequenceStart,
             sequence=self.next,
             inflight=_READ_INFLIGHT,
-            on_payload=self.on_payload,
+            on_message=self.on_message,
+            last_wanted=self.end,
         )
 
     async def close(self) -> None:
-        if self.stan is not None and self.sub is not None:
+        if self.sub is not None:
             with contextlib.suppress(StanError, NatsError, TimeoutError):
                 await self.stan.close_subscription(self.sub, timeout=self.options.connect_timeout)
-        await self.stack.aclose()
 
-    def on_payload(self, sequence: int, payload: bytes) -> None:
+    def on_message(self, msg: pb.MsgProto) -> None:
+        sequence = msg.sequence
         if self.done or sequence < self.next:
             return  # past the range, or a redelivery of what was read
         if sequence > self.next:
@@ -337,10 +378,9 @@ class _RangeReader:
         if sequence > self.end or self.done:
             self.finish()
             return
-        msg = pb.MsgProto.FromString(payload)
-        self.pending.append(msg)
-        self.read.messages += 1
-        self.read.payload_bytes += len(msg.data)
+        self.pending.append(
+            (sequence, msg.subject, msg.reply, msg.data, msg.timestamp, msg.redelivered, msg.CRC32)
+        )
         self.next = sequence + 1
         if sequence >= self.end:
             self.finish()
@@ -361,7 +401,7 @@ class _RangeReader:
         self.done = True
         self.wake.set()
 
-    async def next_batch(self) -> list[pb.MsgProto]:
+    async def next_batch(self) -> MessageColumns | None:
         while not self.done and len(self.pending) < self.batch_rows:
             self.wake.clear()
             before = self.next
@@ -372,7 +412,12 @@ class _RangeReader:
                     await self.stalled()
         if self.error is not None:
             raise self.error
-        batch, self.pending = self.pending, []
+        rows, self.pending = self.pending, []
+        if not rows:
+            return None
+        batch = MessageColumns(*zip(*rows, strict=True))
+        self.read.messages += len(rows)
+        self.read.payload_bytes += sum(map(len, batch.data))
         return batch
 
     async def stalled(self) -> None:
@@ -382,7 +427,6 @@ class _RangeReader:
         the task (Spark retries it) whatever failOnDataLoss says: nothing was removed.
         """
         lo = self.next
-        assert self.stan is not None
         if not self.stan.nc.is_connected:
             raise LiveSourceError(
                 f"channel {self.channel}: connection to {self.options.servers} lost while "

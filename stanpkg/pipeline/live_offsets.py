@@ -13,12 +13,19 @@ from dataclasses import dataclass
 from stanpkg.pipeline.live_client import ChannelBounds
 from stanpkg.pipeline.live_options import EARLIEST, LATEST, Offsets
 
-__all__ = ["SequenceRange", "advance", "ending_offsets", "split_ranges", "starting_offsets"]
+__all__ = [
+    "SequenceRange",
+    "advance",
+    "ending_offsets",
+    "pack_ranges",
+    "split_ranges",
+    "starting_offsets",
+]
 
 
 @dataclass(frozen=True)
 class SequenceRange:
-    """Messages ``start + 1 .. end`` of one channel (one partition)."""
+    """Messages ``start + 1 .. end`` of one channel."""
 
     channel: str
     start: int
@@ -109,3 +116,23 @@ def split_ranges(
             ranges.append(SequenceRange(channel, lo, cut))
             lo = cut
     return ranges
+
+
+def pack_ranges(
+    ranges: list[SequenceRange], max_per_partition: int
+) -> list[tuple[SequenceRange, ...]]:
+    """The ranges grouped into Spark partitions of at most ``max_per_partition`` messages,
+    in order: many small channels are read by a few tasks (a task costs far more to start
+    than a subscription), and a range already at the maximum is a partition of its own."""
+    packed: list[tuple[SequenceRange, ...]] = []
+    group: list[SequenceRange] = []
+    size = 0
+    for rng in ranges:
+        if group and size + rng.count > max_per_partition:
+            packed.append(tuple(group))
+            group, size = [], 0
+        group.append(rng)
+        size += rng.count
+    if group:
+        packed.append(tuple(group))
+    return packed

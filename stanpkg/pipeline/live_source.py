@@ -2,9 +2,10 @@
 .option("servers", ...)`` (and a batch read between two offsets with ``spark.read``).
 
 Spark plans each micro-batch on the driver (latestOffset, partitions: channel bounds from
-the server) and runs ``read`` on the executors, one channel's sequence range per task, each
-a subscription started at the range's first sequence and closed at its last. Offsets are
-checkpointed by Spark, so a restarted query resumes after the last committed sequence.
+the server) and runs ``read`` on the executors: a task reads a few channels' sequence
+ranges, each a subscription started at the range's first sequence and closed at its last.
+Offsets are checkpointed by Spark, so a restarted query resumes after the last committed
+sequence.
 """
 
 from __future__ import annotations
@@ -27,16 +28,22 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from stanpkg.pipeline.batches import ARROW_SCHEMA
-from stanpkg.pipeline.live_client import RangeRead, channel_bounds, check_connection, iter_range
+from stanpkg.pipeline.live_client import (
+    MessageColumns,
+    RangeRead,
+    channel_bounds,
+    check_connection,
+    iter_ranges,
+)
 from stanpkg.pipeline.live_offsets import (
     SequenceRange,
     advance,
     ending_offsets,
+    pack_ranges,
     split_ranges,
     starting_offsets,
 )
 from stanpkg.pipeline.live_options import LiveOptions, Offsets
-from stanpkg.proto import protocol_pb2 as pb
 
 if TYPE_CHECKING:
     from stanpkg.pipeline.source import ReadMetrics
@@ -49,52 +56,61 @@ _BATCH_ROWS = 8192
 
 
 class RangePartition(InputPartition):
-    """One channel's (start, end] range."""
+    """(start, end] ranges of one or more channels, read one after another."""
 
-    def __init__(self, rng: SequenceRange) -> None:
-        super().__init__(rng)
-        self.range = rng
+    def __init__(self, ranges: tuple[SequenceRange, ...]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
 
 
-def read_range(
+def range_partitions(
+    start: dict[str, int], end: dict[str, int], max_per_partition: int
+) -> list[InputPartition]:
+    ranges = split_ranges(start, end, max_per_partition)
+    return [RangePartition(group) for group in pack_ranges(ranges, max_per_partition)]
+
+
+def read_ranges(
     options: LiveOptions, partition: InputPartition, metrics: ReadMetrics | None
 ) -> Iterator[pa.RecordBatch]:
     """The partition's messages as Arrow batches of the batch source's schema."""
     if not isinstance(partition, RangePartition):
         return  # Spark's placeholder partition when there is nothing to read
-    rng = partition.range
-    read = RangeRead()
+    reads = [(r.channel, r.start, r.end, RangeRead()) for r in partition.ranges]
     try:
-        for msgs in iter_range(options, rng.channel, rng.start, rng.end, _BATCH_ROWS, read):
-            yield to_record_batch(rng.channel, msgs)
+        for channel, msgs in iter_ranges(options, reads, _BATCH_ROWS):
+            yield to_record_batch(channel, msgs)
     finally:
-        if read.lost and not options.fail_on_data_loss:
-            log.warning(
-                "stan: channel %s: skipped %d message(s) removed before they were read (%s)",
-                rng.channel,
-                read.lost_count,
-                ", ".join(f"{lo}..{hi}" for lo, hi in read.lost),
-            )
-        if metrics is not None:
-            metrics.messages.add(read.messages)
-            metrics.payload_bytes.add(read.payload_bytes)
-            metrics.bad_records.add(read.lost_count if not options.fail_on_data_loss else 0)
+        for channel, _start, _end, read in reads:
+            if read.lost and not options.fail_on_data_loss:
+                log.warning(
+                    "stan: channel %s: skipped %d message(s) removed before they were read (%s)",
+                    channel,
+                    read.lost_count,
+                    ", ".join(f"{lo}..{hi}" for lo, hi in read.lost),
+                )
+            if metrics is not None:
+                metrics.messages.add(read.messages)
+                metrics.payload_bytes.add(read.payload_bytes)
+                metrics.bad_records.add(read.lost_count if not options.fail_on_data_loss else 0)
 
 
-def to_record_batch(channel: str, msgs: list[pb.MsgProto]) -> pa.RecordBatch:
-    ts = [m.timestamp for m in msgs]
+def to_record_batch(channel: str, batch: MessageColumns) -> pa.RecordBatch:
+    rows = len(batch.sequence)
     arrays = [
-        pa.array([channel] * len(msgs), pa.string()),
-        pa.array([m.sequence for m in msgs], pa.int64()),
-        pa.array([m.subject for m in msgs], pa.string()),
-        pa.array([m.reply for m in msgs], pa.string()),
-        pa.array([m.data for m in msgs], pa.binary()),
+        pa.array([channel] * rows, pa.string()),
+        pa.array(batch.sequence, pa.int64()),
+        pa.array(batch.subject, pa.string()),
+        pa.array(batch.reply, pa.string()),
+        pa.array(batch.data, pa.binary()),
         # Spark timestamps are microseconds; floor division like Spark's own conversion.
-        pa.array([t // 1000 for t in ts], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(ts, pa.int64()),
-        pa.array([m.redelivered for m in msgs], pa.bool_()),
-        pa.array([m.CRC32 for m in msgs], pa.int64()),
-        pa.array([0] * len(msgs), pa.int32()),  # no slice: the server served it
+        pa.array([t // 1000 for t in batch.timestamp], pa.int64()).cast(
+            pa.timestamp("us", tz="UTC")
+        ),
+        pa.array(batch.timestamp, pa.int64()),
+        pa.array(batch.redelivered, pa.bool_()),
+        pa.array(batch.crc32, pa.int64()),
+        pa.array([0] * rows, pa.int32()),  # no slice: the server served it
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -137,11 +153,10 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = {c: b.last for c, b in self._bounds().items()}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        ranges = split_ranges(start, end, self.options.max_per_partition)
-        return [RangePartition(r) for r in ranges]
+        return range_partitions(start, end, self.options.max_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition, self.metrics)
+        return read_ranges(self.options, partition, self.metrics)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: the server keeps no state for us (subscriptions are closed)."""
@@ -160,8 +175,7 @@ class LiveBatchReader(DataSourceReader):
         start = starting_offsets(self.options.starting, bounds)
         end = ending_offsets(self.options.ending, bounds)
         end = {c: max(end[c], start.get(c, 0)) for c in end}
-        ranges = split_ranges(start, end, self.options.max_per_partition)
-        return [RangePartition(r) for r in ranges]
+        return range_partitions(start, end, self.options.max_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition, self.metrics)
+        return read_ranges(self.options, partition, self.metrics)

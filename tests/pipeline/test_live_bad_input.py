@@ -91,7 +91,7 @@ def test_range_the_server_no_longer_holds(server: LiveServer) -> None:
 
     read = RangeRead()
     skipping = dataclasses.replace(options, fail_on_data_loss=False)
-    got = [m.sequence for batch in iter_range(skipping, "short", 2, 5, 100, read) for m in batch]
+    got = [seq for batch in iter_range(skipping, "short", 2, 5, 100, read) for seq in batch.sequence]
     assert got == [3] and read.lost == [(4, 5)]
 
 
@@ -129,7 +129,7 @@ def test_connection_lost_mid_range_fails_the_task_even_when_skipping(tmp_path: P
             live.options(channels="gone", idleTimeout="0.5", failOnDataLoss="false")
         )
         batches = iter_range(options, "gone", 0, 8, 5, RangeRead())
-        assert [m.sequence for m in next(batches)] == [1, 2, 3, 4, 5]
+        assert next(batches).sequence == (1, 2, 3, 4, 5)
         live.stop()
         with pytest.raises(LiveSourceError, match=r"channel gone: connection to .* lost"):
             next(batches)

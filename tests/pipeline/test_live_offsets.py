@@ -7,6 +7,7 @@ from stanpkg.pipeline.live_offsets import (
     SequenceRange,
     advance,
     ending_offsets,
+    pack_ranges,
     split_ranges,
     starting_offsets,
 )
@@ -59,3 +60,20 @@ def test_split_ranges_by_channel_and_size() -> None:
         SequenceRange("a", 4, 5),
         SequenceRange("c", 3, 4),
     ]
+
+
+def test_pack_ranges_groups_small_channels_up_to_the_partition_size() -> None:
+    ranges = [
+        SequenceRange("a", 0, 40),
+        SequenceRange("b", 0, 30),
+        SequenceRange("c", 10, 40),
+        SequenceRange("d", 0, 100),
+        SequenceRange("e", 0, 1),
+    ]
+    assert pack_ranges(ranges, 100) == [
+        (ranges[0], ranges[1], ranges[2]),  # 100 messages
+        (ranges[3],),  # a full partition alone
+        (ranges[4],),
+    ]
+    assert pack_ranges([], 100) == []
+    assert pack_ranges(ranges[:2], 10) == [(ranges[0],), (ranges[1],)]

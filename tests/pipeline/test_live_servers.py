@@ -45,7 +45,8 @@ def test_go_reference_server(go_server: LiveServer, monitor: bool) -> None:
     check_connection(options)
     assert channel_bounds(options)[channel] == ChannelBounds(8, 12)
     read = RangeRead()
-    got = [(m.sequence, m.data) for b in iter_range(options, channel, 9, 12, 2, read) for m in b]
+    batches = iter_range(options, channel, 9, 12, 2, read)
+    got = [pair for b in batches for pair in zip(b.sequence, b.data, strict=True)]
     assert got == list(zip(range(10, 13), payloads(channel, 10, 12), strict=True))
     with pytest.raises(LiveSourceError, match=rf"channel {channel}: messages 3\.\.7 were removed"):
         list(iter_range(options, channel, 2, 12, 100, RangeRead()))
