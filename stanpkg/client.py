@@ -11,11 +11,12 @@ precomputed protobuf fragments and the common PubAck/MsgProto shapes are decoded
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.transport import NatsConnection, NatsTimeoutError, NoRespondersError
+from stanpkg.transport import NatsConnection, NatsError, NatsTimeoutError, NoRespondersError
 from stanpkg.transport.nuid import Nuid
 
 AckCallback = Callable[[str], None]
@@ -86,6 +87,7 @@ class StanSubscription:
         self._ack_through = ack_through
         self._ack_prefix = _field(1, channel.encode()) + b"\x10"
         self._early: list[int] = []  # delivered before the SubscriptionResponse arrived
+        self._acks: list[int] = []  # to be sent at the end of this loop turn
         # The NATS handler: decoding the whole message only when the caller wants it.
         self.handle: Callable[[str, str, bytes], None] = (
             self._handle_sequence if on_message is None else self._handle_message
@@ -108,10 +110,21 @@ class StanSubscription:
         self._on_message(msg)  # type: ignore[misc]  # set whenever this handler is
 
     def _ack(self, sequence: int) -> None:
-        if self.ack_inbox:
-            self.client.nc.publish(self.ack_inbox, self._ack_prefix + varint(sequence))
-        else:
+        # Acks are gathered and framed in one pass once the socket read that delivered
+        # their messages is handled: a third of the cost of one publish each.
+        if not self.ack_inbox:
             self._early.append(sequence)
+            return
+        acks = self._acks
+        acks.append(sequence)
+        if len(acks) == 1:
+            asyncio.get_running_loop().call_soon(self._send_acks)
+
+    def _send_acks(self) -> None:
+        acks, self._acks = self._acks, []
+        prefix = self._ack_prefix
+        with contextlib.suppress(NatsError):  # the connection is gone: acks mean nothing
+            self.client.nc.publish_run(self.ack_inbox, [prefix + varint(s) for s in acks])
 
     def set_ack_inbox(self, ack_inbox: str) -> None:
         self.ack_inbox = ack_inbox
