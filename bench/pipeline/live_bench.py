@@ -202,9 +202,12 @@ def main() -> None:
         work = Path(tmp)
         server = Server(work, args.server)
         try:
-            warm = ["warmup.c0"]
-            asyncio.run(publish(server, warm, 20_000, args.size, 0))
-            rows, wall, in_triggers = drain(spark, server.options("warmup.*"), work / "warmup")
+            # One task per slot, so that every Python worker has started.
+            slots = spark.sparkContext.defaultParallelism
+            warm = [f"warmup.c{i}" for i in range(slots)]
+            asyncio.run(publish(server, warm, 20_000 * slots, args.size, 0))
+            warm_options = server.options("warmup.*") | {"maxMessagesPerPartition": "20000"}
+            rows, wall, in_triggers = drain(spark, warm_options, work / "warmup")
             print(
                 f"  first query of the session (JVM warm-up, Python workers' start): {rows:,} "
                 f"messages in {in_triggers:.1f} s of micro-batch, {wall:.1f} s with its start",
