@@ -91,7 +91,8 @@ def test_range_the_server_no_longer_holds(server: LiveServer) -> None:
 
     read = RangeRead()
     skipping = dataclasses.replace(options, fail_on_data_loss=False)
-    got = [seq for batch in iter_range(skipping, "short", 2, 5, 100, read) for seq in batch.sequence]
+    batches = iter_range(skipping, "short", 2, 5, 100, read)
+    got = [seq for batch in batches for seq in batch.sequence]
     assert got == [3] and read.lost == [(4, 5)]
 
 
