@@ -85,6 +85,18 @@ async def first_answer(
     finally:
         for task in pending:
             task.cancel()
+            # A request answered in the same loop turn is not cancelled (wait_for returns
+            # its answer) and may still fail: its error is looked at here, or asyncio logs
+            # "Task exception was never retrieved" from a finalizer. That log, run by the
+            # garbage collector in the middle of an ast.parse, makes CPython 3.11 raise
+            # "SystemError: AST constructor recursion depth mismatch" (its traceback
+            # formatting parses source too), which crashed pytest.
+            task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class PublishFailed(Exception):

@@ -4,6 +4,7 @@ a clustered JetStream that never elects its meta leader."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 from pathlib import Path
 
@@ -142,3 +143,32 @@ async def test_first_answer_gives_up_with_the_last_error_or_a_timeout() -> None:
         await first_answer(hang, timeout=0.2, every=0.05)
     with pytest.raises(ConnectionError, match="no responders"):
         await first_answer(fail, timeout=0.2, every=0.05)
+
+
+async def test_first_answer_leaves_no_error_unretrieved() -> None:
+    """A request answered in the loop turn that cancels it is not cancelled (3.11's
+    wait_for returns the answer) and may fail afterwards: its error is looked at, so
+    asyncio never logs it from a finalizer (which, during an ast.parse, made CPython 3.11
+    raise SystemError and crashed pytest)."""
+    loop = asyncio.get_running_loop()
+    logged: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+    attempts = 0
+
+    async def ask() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                raise RuntimeError("answered late, and failed") from None
+        return "answer"
+
+    try:
+        assert await first_answer(ask, timeout=5, every=0.05) == "answer"
+        await asyncio.sleep(0.05)  # the first request ends with its error
+        gc.collect()  # a task's finalizer is where an unretrieved error is logged
+        assert logged == []
+    finally:
+        loop.set_exception_handler(None)
