@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TypeVar
 
 from nats.errors import Error as NatsPyError
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
@@ -26,6 +27,8 @@ from nats.js.kv import KeyValue
 from stanpkg.stores.jetstream.link import JetStreamLink, first_answer, raise_if_cancelled
 
 __all__ = ["Lease"]
+
+T = TypeVar("T")
 
 SELF_FENCE = 0.8  # of the lease time without a successful renewal
 SILENT = 0.5  # of the lease time unrenewed: the holder is silent (see holder_silent)
@@ -36,6 +39,12 @@ RETRY_INTERVAL = 0.25  # after a failed request (no quorum, reconnecting)
 # does not answer the requests sent before it was elected.
 ATTEMPT_TIMEOUT = 1.0
 POLL_INTERVAL = 0.25  # between two reads of a standby (a direct get: any replica answers)
+
+
+async def _with_send_time(ask: Callable[[], Awaitable[T]]) -> tuple[T, float]:
+    """``ask()``'s answer, and when it was asked (the loop's clock)."""
+    sent = asyncio.get_running_loop().time()
+    return await ask(), sent
 
 
 class Lease:
@@ -118,12 +127,11 @@ class Lease:
             # Absent or released (first come wins), ours from before a restart, or
             # unchanged for a whole lease time: try to take it.
             if not self._holder or self._holder == self.me or lapsed:
-                sent = loop.time()
                 try:
                     # Asked again every quarter second while unanswered: the lease's
                     # stream may be electing, and only answers what comes after.
-                    won = await first_answer(
-                        partial(self._take, kv, self._seen_revision),
+                    won, sent = await first_answer(
+                        partial(_with_send_time, partial(self._take, kv, self._seen_revision)),
                         timeout=self._attempt,
                         every=self._poll,
                     )
@@ -133,6 +141,9 @@ class Lease:
                     raise_if_cancelled()
                     won = False
                 if won:
+                    # From when the take that won was sent (only one can: they are
+                    # compare-and-set on one revision), not the first: an election can
+                    # hold the first for most of the time to the fence.
                     self._renewed_at = sent
                     return True
                 await asyncio.sleep(RETRY_INTERVAL)
@@ -187,13 +198,19 @@ class Lease:
                 self._lose(f"unable to renew the lease for {self.ttl * SELF_FENCE:.1f} s")
                 return
             try:
-                # An attempt lasts a second at most: a renewal lost while the lease's
-                # stream changes leader is sent again well before the fence.
-                self._revision = await asyncio.wait_for(
-                    kv.update(self._key, self.me.encode(), last=self._revision),
-                    min(self._attempt, fence_at - sent),
+                # Sent again every poll interval while unanswered, up to the fence: a stream
+                # that has just elected a leader (the last holder's node died) answers only
+                # the requests that come after, and one lost renewal must not cost the
+                # rest of the time to the fence. Sending it twice is harmless: it is a
+                # compare-and-set on our own revision.
+                self._revision, self._renewed_at = await first_answer(
+                    partial(
+                        _with_send_time,
+                        partial(kv.update, self._key, self.me.encode(), last=self._revision),
+                    ),
+                    timeout=min(self._attempt, fence_at - sent),
+                    every=self._poll,
                 )
-                self._renewed_at = sent
             except KeyWrongLastSequenceError:
                 if not await self._own_write_landed(kv):
                     self._lose(f"another node ({self._holder or 'none'}) took the lease over")
