@@ -119,6 +119,9 @@ class Lease:
         leader again."""
         loop = asyncio.get_running_loop()
         while True:
+            # A read answered in the turn that cancels us returns its answer instead of
+            # raising (Python 3.11's wait_for): the request to stop stands all the same.
+            raise_if_cancelled()
             try:
                 self._observe(*await asyncio.wait_for(self._read(kv), self._attempt))
             except (NatsPyError, TimeoutError):
