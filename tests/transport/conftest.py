@@ -11,7 +11,6 @@ import contextlib
 import inspect
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from stanpkg.transport import find_nats_server_binary
+from tests.ports import free_port as free_port  # re-exported for the tests that import it here
 
 ASYNC_TEST_TIMEOUT = 30.0
 
@@ -45,12 +45,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.fixture(params=["asyncio", "uvloop"])
 def loop_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

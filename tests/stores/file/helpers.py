@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ServerInfo, Store, StoreLog
 from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 from stanpkg.stores.file import FileStore, FileStoreConfig, config_from_plan
+from tests.ports import free_port as free_port  # re-exported for the tests that import it here
 
 ROOT = Path(__file__).resolve().parents[3]
 JS_DIR = ROOT / "tests" / "js"
@@ -121,12 +121,6 @@ def stamps(first: int, count: int, stamp: int = T0) -> list[int]:
 
 
 # -- processes ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

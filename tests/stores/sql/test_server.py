@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.sql.schema import script_path
+from tests.ports import free_port
 from tests.server.conftest import LogCapture, running
 from tests.server.stan_client import StanClient, StanError
 from tests.server.test_node_client import run_scenario
@@ -23,13 +23,6 @@ from tests.stores.sql.conftest import Databases, Target
 
 STANPKG = Path(sys.executable).parent / "stanpkg"
 READY = "Streaming Server is ready"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Server:
