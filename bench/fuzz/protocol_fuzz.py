@@ -379,6 +379,17 @@ def _pending_timers(loop: asyncio.AbstractEventLoop) -> int:
     return sum(1 for handle in scheduled if not handle.cancelled())
 
 
+async def _no_heartbeat_in_flight(limit: float = 2.0) -> None:
+    """Wait until no heartbeat probe runs: a live client has either a probe task or a
+    timer for the next one, so counting tasks and timers mid-probe would move one from
+    one count to the other and read as a leak."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not any(task.get_name().startswith("stan-hb-") for task in asyncio.all_tasks()):
+            return
+        await asyncio.sleep(0.005)
+
+
 async def snapshot(http: aiohttp.ClientSession, base: str) -> Snapshot:
     async with http.get(f"{base}/streaming/serverz") as resp:
         serverz = json.loads(await resp.text())
@@ -397,6 +408,7 @@ async def snapshot(http: aiohttp.ClientSession, base: str) -> Snapshot:
         name, _, value = line.partition(" ")
         if name in ("process_resident_memory_bytes", "process_open_fds"):
             values[name] = float(value)
+    await _no_heartbeat_in_flight()
     return Snapshot(
         clients=int(serverz["clients"]),
         subscriptions=online,
