@@ -6,6 +6,7 @@ sequence, each write expecting its predecessor, so nothing is ever stored twice)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicaBehind, ReplicatedMap, kv_key, kv_key_parts
 from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.stores.jetstream.store import MAX_REPLICAS, SERVER_KEY, ClusterSettings
 from stanpkg.stores.jetstream.streams import (
@@ -36,6 +37,7 @@ from stanpkg.transport.nuid import next_nuid
 __all__ = ["ChannelPlan", "Destination", "DestinationError", "Step", "migrated_id"]
 
 READY_TIMEOUT = 30.0  # for JetStream to answer (a cluster electing its meta leader)
+STATE_RETRY_INTERVAL = 0.25  # reading the records again while this replica catches up
 
 
 class DestinationError(Exception):
@@ -219,9 +221,22 @@ class Destination:
             self._state = await ReplicatedMap.open(
                 self._link, self.settings.bucket, replicas=self.replicas
             )
-            return await self._state.load()
+            return await self._load_state()
         except StoreError as exc:
             raise DestinationError(str(exc)) from exc
+
+    async def _load_state(self) -> dict[str, bytes]:
+        # A cluster that has just started, or a node that has just rejoined, may answer
+        # from a replica still applying its leader's writes: read again for a while.
+        assert self._state is not None
+        deadline = asyncio.get_running_loop().time() + READY_TIMEOUT
+        while True:
+            try:
+                return await self._state.load()
+            except ReplicaBehind:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(STATE_RETRY_INTERVAL)
 
     async def write_records(
         self,

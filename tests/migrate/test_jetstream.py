@@ -21,9 +21,12 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
+from stanpkg.migrate import destination as destination_module
+from stanpkg.migrate.destination import Destination, DestinationError
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.jetstream.kvmap import kv_key
+from stanpkg.stores.jetstream.kvmap import ReplicaBehind, ReplicatedMap, kv_key
 from stanpkg.stores.jetstream.streams import stream_name, stream_subject
+from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import STANPKG
 from tests.migrate.conftest import (
     EXIT_DIFFERENT,
@@ -335,3 +338,40 @@ async def test_keep_encrypted_copies_payloads_as_stored(tmp_path: Path, jetstrea
         if clear["data"]:  # only non-empty payloads are encrypted
             assert stored["data"][0] == copy.manifest["encryption"]["cipher_code"]
             assert stored["data"] != clear["data"]
+
+
+async def test_a_replica_catching_up_is_read_again_then_named(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster that has just started may answer the records' read from a replica still
+    applying its leader's writes: migrate reads again, and names the replica if it stays
+    behind past its budget."""
+    real_load = ReplicatedMap.load
+    behind = ReplicaBehind("the cluster state read here ends at 0, its leader has 1")
+    calls: list[int] = []
+
+    async def load_behind(self: ReplicatedMap, leader_timeout: float = 5.0) -> dict[str, bytes]:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise behind
+        return await real_load(self, leader_timeout)
+
+    monkeypatch.setattr(ReplicatedMap, "load", load_behind)
+    destination = await Destination.open(NatsEndpoint(jetstream_url), "catching-up", None)
+    try:
+        assert await destination.open_state() == {}
+        assert len(calls) == 3
+    finally:
+        await destination.close()
+
+    async def always_behind(self: ReplicatedMap, leader_timeout: float = 5.0) -> dict[str, bytes]:
+        raise behind
+
+    monkeypatch.setattr(ReplicatedMap, "load", always_behind)
+    monkeypatch.setattr(destination_module, "READY_TIMEOUT", 0.5)
+    destination = await Destination.open(NatsEndpoint(jetstream_url), "catching-up", None)
+    try:
+        with pytest.raises(DestinationError, match="read here ends at 0"):
+            await destination.open_state()
+    finally:
+        await destination.close()

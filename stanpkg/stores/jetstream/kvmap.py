@@ -18,7 +18,7 @@ from nats.js.kv import KeyValue
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.link import JetStreamLink, Write, first_answer
 
-__all__ = ["ReplicatedMap", "kv_key", "kv_key_parts"]
+__all__ = ["ReplicaBehind", "ReplicatedMap", "kv_key", "kv_key_parts"]
 
 WRITE_TIMEOUT = 5.0  # for the acks of one round of writes
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
@@ -28,6 +28,11 @@ _DELETE_HEADERS = {"KV-Operation": "DEL"}
 _PLAIN = re.compile(r"[a-zA-Z0-9][-_a-zA-Z0-9]*")  # kept as is, for readable keys
 _VALID_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*")
 _ENCODED = "="  # marks a base64url part; never the first character of a plain part
+
+
+class ReplicaBehind(StoreError):
+    """The replica read has not yet applied everything its leader has: reading again
+    shortly succeeds."""
 
 
 def kv_key(*parts: str) -> str:
@@ -106,7 +111,7 @@ class ReplicatedMap:
         except (NatsPyError, TimeoutError) as exc:
             raise StoreError(f"unable to read the cluster state {self.bucket!r}: {exc}") from exc
         if newest < info.state.last_seq:
-            raise StoreError(
+            raise ReplicaBehind(
                 f"the cluster state {self.bucket!r} read here ends at {newest}, its leader "
                 f"has {info.state.last_seq}: this replica is catching up"
             )
