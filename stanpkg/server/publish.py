@@ -38,6 +38,12 @@ __all__ = ["PublishPipeline"]
 _VALID_NAMES_CACHE = 4096
 _CLIENT_WAIT = 1.0  # partitioning: how long a publish waits for its client's connect
 _MAX_COMMITS_IN_FLIGHT = 8  # batches written at once by a pipelining store
+# Queued publishes are all processed in the turn of the event loop that finds them, up to
+# this many seconds: what one turn finds is what the reads of the turn before brought, so
+# the queue does not build up. One batch per turn (as before) let fan-out deliveries
+# outpace ingestion: 15,000 publishes waited, and publishers got their PubAcks at half
+# the rate (bench/README.md, 2026-11-26).
+_TURN_BUDGET = 0.1
 
 
 # (channel, guid, PubAck reply subject, PubMsg.reply copied into the MsgProto, data):
@@ -193,6 +199,7 @@ class PublishPipeline:
     # -- the batch loop ---------------------------------------------------------------
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             if not self._queue and not self._deletions:
                 if self._commits:
@@ -204,6 +211,7 @@ class PublishPipeline:
                 await asyncio.sleep(self._sleep)
             self._wakeup.clear()
             self._busy = True
+            turn_start = loop.time()
             while self._queue:
                 batch = self._queue[: self._batch_size]
                 del self._queue[: self._batch_size]
@@ -217,10 +225,12 @@ class PublishPipeline:
                     raise
                 except Exception as exc:
                     self.server.log.error(f"Error processing publish batch: {exc!r}")
-                if self._queue:
+                if self._queue and (self._pipelined or loop.time() - turn_start >= _TURN_BUDGET):
                     # Let acks and requests in between batches: a long turn of the loop
-                    # would delay every subscriber waiting for room in its window.
+                    # would delay every subscriber waiting for room in its window. A
+                    # pipelining store's batches go out one per turn, their writes sent.
                     await asyncio.sleep(0)
+                    turn_start = loop.time()
             if self._deletions:
                 await self._limit_commits(1)  # a channel is deleted once it is quiet
             while self._deletions:

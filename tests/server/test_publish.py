@@ -157,3 +157,25 @@ async def test_publishes_received_before_stop_are_acknowledged(nats_url: str) ->
         results = await asyncio.wait_for(asyncio.gather(*acks), 5)
         assert all(ack.error == "" for ack in results)
         await client.nc.close()
+
+
+async def test_queued_publishes_are_processed_in_the_turn_that_finds_them(nats_url: str) -> None:
+    """Publishes queued beyond one batch are all stored in the event-loop turn that finds
+    them, not one batch per turn: deliveries to many subscribers, done between turns,
+    would otherwise keep a backlog of publishes waiting for their PubAcks."""
+    plan = make_plan("--io_batch_size", "4")
+    async with running(plan, nats_url) as (server, _):
+        client = await StanClient.connect(nats_url, plan.cluster_id, "pub")
+        await client.publish("foo", b"first")  # the channel exists, the pipeline is idle
+        channel = server.channels.get("foo")
+        assert channel is not None
+        for i in range(12):  # three batches, queued as one read of the NATS socket would
+            pm = client.pub_msg("foo", f"m{i}".encode())
+            server.publisher.on_publish("ignored", "", pm.SerializeToString())
+        # The pipeline was woken first: this runs right after its turn.
+        after_its_turn = asyncio.get_running_loop().create_future()
+        after_its_turn.get_loop().call_soon(
+            lambda: after_its_turn.set_result(channel.msgs.last_sequence)
+        )
+        assert await after_its_turn == 13
+        await client.close()
