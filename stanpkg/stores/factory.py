@@ -12,16 +12,23 @@ def create_store(plan: Plan, log: StoreLog) -> Store:
     """The store of ``plan.store_type``, wrapped in the encrypting store when the plan
     encrypts. Raises :class:`StoreError` when it cannot be created (its text is reported
     as ``Failed to start: <text>``)."""
+    if not plan.encrypt:
+        return _create_unencrypted_store(plan, log)
+    # Imported only here: cryptography's modules take memory in every server that loads
+    # them (the memory store's footprint is a benchmarked figure).
     from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 
     encryption = encryption_from_plan(plan)  # key and cipher problems before any I/O
-    if plan.cluster.clustered:
-        store = _create_clustered_store(plan, log)
-    else:
-        store = _create_plain_store(plan, log)
+    store = _create_unencrypted_store(plan, log)
     if encryption is None:
         return store
     return EncryptingStore(store, encryption.key, encryption.cipher, log)
+
+
+def _create_unencrypted_store(plan: Plan, log: StoreLog) -> Store:
+    if plan.cluster.clustered:
+        return _create_clustered_store(plan, log)
+    return _create_plain_store(plan, log)
 
 
 def _create_clustered_store(plan: Plan, log: StoreLog) -> Store:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from typing import TYPE_CHECKING
 
 from stanpkg.transport.errors import NatsError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 _PREFIX_SEED = 18 << 3  # 'S'
 _PREFIX_USER = 20 << 3  # 'U'
@@ -68,13 +69,20 @@ class NKeySeed:
         return _b32encode(_with_crc(bytes([b0, b1]) + self.seed))
 
     def public_key(self) -> str:
-        key = Ed25519PrivateKey.from_private_bytes(self.seed).public_key()
-        raw = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+        raw = _private_key(self.seed).public_key().public_bytes_raw()
         return _b32encode(_with_crc(bytes([self.public_prefix]) + raw))
 
     def sign(self, nonce: str) -> str:
-        signature = Ed25519PrivateKey.from_private_bytes(self.seed).sign(nonce.encode())
+        signature = _private_key(self.seed).sign(nonce.encode())
         return base64.urlsafe_b64encode(signature).decode().rstrip("=")
+
+
+def _private_key(seed: bytes) -> Ed25519PrivateKey:
+    # Imported here: cryptography's key modules (and bcrypt, which they import) take
+    # about 6 MB of every server's memory, and only NKey authentication needs them.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.from_private_bytes(seed)
 
 
 def _read(path: str, what: str) -> str:
