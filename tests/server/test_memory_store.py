@@ -132,6 +132,30 @@ def test_sequence_at_or_after() -> None:
     ]
 
 
+def test_timestamps_shared_by_batches_across_segments_and_dropped_messages() -> None:
+    """A batch shares one timestamp (stored once per run): every message's timestamp and
+    every start-at-time lookup agree with a plain list, across segments, with a batch
+    split by a new segment, and after the oldest messages were dropped."""
+    store, _ = _store(max_msgs=25_000)
+    stamps: dict[int, int] = {}
+    seq, stamp = 0, 1_000
+    for batch in range(120):
+        count = 1 + (batch * 37) % 500
+        stamp += 0 if batch % 7 == 3 else 1 + batch % 5  # some batches share a time
+        seqs = range(seq + 1, seq + count + 1)
+        store.store([_record(s, 150, stamp) for s in seqs], [stamp] * count)
+        stamps.update(dict.fromkeys(seqs, stamp))
+        seq += count
+    assert len(store._segments) > 2
+    first, last = store.first_sequence, store.last_sequence
+    assert first > 1  # the oldest were dropped
+    live = {s: t for s, t in stamps.items() if s >= first}
+    assert all(store.timestamp(s) == t for s, t in live.items())
+    for wanted in range(0, stamp + 2):
+        expected = next((s for s in range(first, last + 1) if live[s] >= wanted), last + 1)
+        assert store.sequence_at_or_after(wanted) == expected, wanted
+
+
 def test_subscription_ids_and_max_subs() -> None:
     limits = StoreLimits(max_channels=2, defaults=_limits(max_subs=2), channels=())
     store = MemoryStore(limits, Logger(stream=LogCapture()))
