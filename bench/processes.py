@@ -4,14 +4,19 @@ a graceful stop that cannot hang (SIGINT, then SIGKILL after 30 s)."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
+import sys
+from pathlib import Path
 
+# The tests' ports: drawn below the kernel's ephemeral range, so that no outgoing
+# connection (a client, a nats-server route) takes one before its server binds it.
+# The project's root on the path, as it is for the tests: one module, one set of ports.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+from tests.ports import free_port  # noqa: E402
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "stop_server"]
 
 
 def stop_server(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
