@@ -15,6 +15,7 @@ __all__ = ["MODULES", "compiled_modules", "mypyc_attr", "source_paths"]
 
 MODULES = (
     "stanpkg.transport.parser",
+    "stanpkg.transport.connection",
     "stanpkg.server.wire",
     "stanpkg.server.delivery",
     "stanpkg.server.publish",

@@ -26,7 +26,7 @@ import random
 import ssl
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from stanpkg.transport.auth import Credentials
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -190,18 +190,21 @@ class NatsConnection:
     async def open(cls, endpoint: NatsEndpoint, **options: Any) -> NatsConnection:
         """:meth:`connect` to ``endpoint``; ``options`` are the other keywords of
         :meth:`connect` (name, callbacks, reconnect policy)."""
-        return await cls.connect(
-            endpoint.url,
-            user=endpoint.user,
-            password=endpoint.password,
-            token=endpoint.token,
-            credentials=endpoint.credentials,
-            nkey_seed_file=endpoint.nkey_seed_file,
-            tls=endpoint.tls,
-            tls_required=endpoint.tls_required,
-            tls_hostname=endpoint.tls_hostname,
+        keywords: dict[str, Any] = {
+            "user": endpoint.user,
+            "password": endpoint.password,
+            "token": endpoint.token,
+            "credentials": endpoint.credentials,
+            "nkey_seed_file": endpoint.nkey_seed_file,
+            "tls": endpoint.tls,
+            "tls_required": endpoint.tls_required,
+            "tls_hostname": endpoint.tls_hostname,
             **options,
-        )
+        }
+        # Called as a Python object: compiled by mypyc, a native call of ``connect`` with
+        # ``**keywords`` passes the mapping as its ``name`` (TypeError at connect).
+        connect = getattr(cls, "connect")  # noqa: B009
+        return cast("NatsConnection", await connect(endpoint.url, **keywords))
 
     async def _connect_first(self) -> None:
         error: Exception | None = None

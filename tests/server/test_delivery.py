@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
 from stanpkg.proto import protocol_pb2 as pb
 from tests.server.conftest import make_plan, running
@@ -231,12 +233,40 @@ async def test_first_acks_reach_a_registered_ack_inbox(nats_url: str) -> None:
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         await _publish_n(client, "foo", 3)
         acks_conn = server.acks_conn
-        loop = asyncio.get_running_loop()
-        scheduled = acks_conn._scheduled_flush
-        acks_conn._scheduled_flush = lambda: loop.call_later(0.5, scheduled)  # type: ignore[method-assign]
+        held = _HeldWrites(acks_conn._transport, hold=0.5)
+        acks_conn._transport = held  # the writes of subscriptions and publishes
+        assert acks_conn._proto is not None
+        acks_conn._proto.transport = held  # the PINGs of flush(), after them
         sub = await client.subscribe("foo", start=pb.First, ack_wait=1)
         assert [m.sequence for m in await sub.collect(3)] == [1, 2, 3]
         await sub.assert_nothing(1.5)
         channel = server.channels.channels["foo"]
         assert all(not s.pending for s in channel.plain)
         await client.close()
+
+
+class _HeldWrites:
+    """A transport whose writes go out ``hold`` seconds late, in order. (It stands in for
+    the connection's transport: a compiled connection's methods cannot be replaced.)"""
+
+    def __init__(self, transport: Any, hold: float) -> None:
+        self._transport = transport
+        self._hold = hold
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._held:
+            asyncio.get_running_loop().call_later(self._hold, self._release)
+        self._held.append(bytes(data))
+
+    def writelines(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        if not self._transport.is_closing():
+            self._transport.write(b"".join(held))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
