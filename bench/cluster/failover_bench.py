@@ -14,12 +14,16 @@ of each side.
 With ``--steady`` the publisher is an application's instead: async publishes at a steady
 rate on one connection, never resent. Per round it counts the publishes that got no
 PubAck within 20 s (the client's wait), and when they were sent after the kill.
+
+``--channels K`` spreads the publishes over K channels (message n to ``orders.<n % K>``):
+the serving node then leads K channel streams, each of which needs its own election.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
@@ -46,11 +50,17 @@ CHANNEL = "orders"
 BEFORE, AFTER = 300, 300  # acked messages before the kill, and after it to finish
 
 
+def channel_of(n: int, channels: int) -> str:
+    """The channel message n goes to: one, or ``orders.<n % channels>``."""
+    return CHANNEL if channels == 1 else f"{CHANNEL}.{n % channels}"
+
+
 class Publisher:
     """Publish b'p<n>' one at a time; on a failure resend n through the next URL."""
 
-    def __init__(self, urls: list[str]) -> None:
+    def __init__(self, urls: list[str], channels: int = 1) -> None:
         self.urls = urls
+        self.channels = channels
         self.acked: list[int] = []
         self.stalls: list[float] = []
         self.stop = asyncio.Event()
@@ -62,7 +72,7 @@ class Publisher:
                 if client is None:
                     conn = await NatsConnection.connect(self.urls[0], name="failover-pub")
                     client = await StanBenchClient.connect(conn, "bench", f"pub{n}")
-                await client.publish(CHANNEL, f"p{n}".encode(), timeout=2.0)
+                await client.publish(channel_of(n, self.channels), f"p{n}".encode(), timeout=2.0)
                 now = time.monotonic()
                 self.stalls.append(now - last_ack)
                 last_ack = now
@@ -141,8 +151,8 @@ class SteadyPublisher:
         }
 
 
-async def stored_sequence_of_each(url: str, expected: int) -> set[int]:
-    """The n of every b'p<n>' the channel holds, read from the first message."""
+async def stored_sequence_of_each(url: str, expected: int, channels: int = 1) -> set[int]:
+    """The n of every b'p<n>' the channels hold, read from the first message."""
     conn = await NatsConnection.connect(url, name="failover-check")
     client = await StanBenchClient.connect(conn, "bench", "check", timeout=10)
     seen: set[int] = set()
@@ -153,29 +163,37 @@ async def stored_sequence_of_each(url: str, expected: int) -> set[int]:
         if len(seen) >= expected:
             done.set()
 
-    sub: StanSubscription = await client.subscribe(
-        CHANNEL, lambda _: None, deliver_all=True, on_message=on_message, timeout=10
-    )
+    subs: list[StanSubscription] = [
+        await client.subscribe(
+            channel_of(index, channels),
+            lambda _: None,
+            deliver_all=True,
+            on_message=on_message,
+            timeout=10,
+        )
+        for index in range(channels)
+    ]
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), 30)
-    await client.close_subscription(sub)
+    for sub in subs:
+        await client.close_subscription(sub)
     await conn.close()
     return seen
 
 
-async def stream_leaders(url: str) -> dict[str, str]:
-    """stanpkg: the JetStream server leading each of its streams (channel, KV buckets)."""
+async def stream_leaders(url: str) -> list[tuple[str, str]]:
+    """stanpkg: (kind, the JetStream server leading it) of each of its streams: every
+    channel's ("channel"), the records' and the lease's (KV buckets)."""
     import nats
 
     nc = await nats.connect(url)
     try:
-        out = {}
+        out = []
         for info in await nc.jetstream().streams_info():
             name = str(info.config.name)
             kind = "channel" if name.startswith("STAN_") else name.rsplit("_", 1)[-1].lower()
-            out["lease" if kind == "lease" else kind if kind == "channel" else "records"] = str(
-                info.cluster.leader if info.cluster else ""
-            )
+            kind = kind if kind in ("channel", "lease") else "records"
+            out.append((kind, str(info.cluster.leader if info.cluster else "")))
         return out
     finally:
         await nc.close()
@@ -200,6 +218,7 @@ async def one_round(
     victim: str = "serving",
     keep: bool = False,
     steady: bool = False,
+    channels: int = 1,
 ) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="failover-bench-"))
     procs, followers, serving = start_cluster(command, workdir)
@@ -212,11 +231,11 @@ async def one_round(
         await asyncio.sleep(2)  # let the followers settle
         if steady:
             return await _steady_round(name, procs, dead, victim, urls[0])
-        publisher = Publisher(list(urls))
+        publisher = Publisher(list(urls), channels)
         task = asyncio.create_task(publisher.run())
         while len(publisher.acked) < BEFORE:
             await asyncio.sleep(0.02)
-        leaders = await stream_leaders(urls[0]) if name == "stanpkg" else {}
+        leaders = await stream_leaders(urls[0]) if name == "stanpkg" else []
         killed_wall = time.strftime("%H:%M:%S") + f"{time.time() % 1:.3f}"[1:]
         kill_node(procs["abc".index(dead)])
         killed_at = len(publisher.acked)
@@ -226,7 +245,7 @@ async def one_round(
         publisher.stop.set()
         await task
         acked = set(publisher.acked)
-        stored = await stored_sequence_of_each(urls[0], max(acked) + 1)
+        stored = await stored_sequence_of_each(urls[0], max(acked) + 1, channels)
         return {
             "server": name,
             "longest_stall": round(max(publisher.stalls), 3),
@@ -235,7 +254,7 @@ async def one_round(
             "resumed": len(publisher.acked) >= killed_at + AFTER,
             "dead_node": f"{dead} ({victim})",
             "killed_at": killed_wall,
-            "dead_node_led": sorted(k for k, v in leaders.items() if v == dead),
+            "dead_node_led": dict(collections.Counter(k for k, v in leaders if v == dead)),
         }
     finally:
         stop([p for p in procs if p.poll() is None])
@@ -286,6 +305,9 @@ def main() -> int:
         help="publish at a steady rate without resending (an application's async "
         "publishes): count the publishes that get no PubAck within 20 s",
     )
+    parser.add_argument(
+        "--channels", type=int, default=1, help="spread the publishes over this many channels"
+    )
     args = parser.parse_args()
     found = servers(args.build)
     if found is None:
@@ -298,7 +320,12 @@ def main() -> int:
         for name in names if round_no % 2 == 0 else names[::-1]:
             result = asyncio.run(
                 one_round(
-                    commands[name], name, victim=args.kill, keep=args.keep, steady=args.steady
+                    commands[name],
+                    name,
+                    victim=args.kill,
+                    keep=args.keep,
+                    steady=args.steady,
+                    channels=args.channels,
                 )
             )
             print(json.dumps({"round": round_no, **result}), flush=True)
