@@ -17,10 +17,12 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.kvmap import ReplicaBehind, ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.stores.jetstream.store import MAX_REPLICAS, SERVER_KEY, ClusterSettings
 from stanpkg.stores.jetstream.streams import (
+    ReplicaBehind,
     StreamState,
     find_stream_state,
     from_stream_message,
@@ -219,7 +221,7 @@ class Destination:
         """The cluster's records as they are (creating the bucket if missing)."""
         try:
             self._state = await ReplicatedMap.open(
-                self._link, self.settings.bucket, replicas=self.replicas
+                self._link, self.settings.bucket, replicas=self.replicas, reader=self._conn
             )
             return await self._load_state()
         except StoreError as exc:

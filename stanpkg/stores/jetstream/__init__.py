@@ -3,7 +3,8 @@ which node serves (``lease``), the replicated records in KV buckets (``kvmap``),
 stream per channel (``streams``). Everything replicated lives in JetStream; stanpkg runs
 no consensus of its own (docs/clustering.md)."""
 
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import JetStreamLink
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.streams import (
+    API_TIMEOUT,
     ATOMIC_BATCH_MAX,
     BATCH_DUPLICATE_ID,
     BATCH_WRONG_LAST_SEQUENCE,
@@ -95,10 +96,11 @@ class ChannelStream:
     def last_sequence(self, value: int) -> None:
         self._writer.last_sequence = value
 
-    async def ensure(self) -> tuple[int, int]:
-        """Create the stream (or bring its limits up to date); its (first, last)."""
+    async def ensure(self, leader_timeout: float = API_TIMEOUT) -> tuple[int, int]:
+        """Create the stream (or bring its limits up to date); its (first, last).
+        ``leader_timeout``: how long an existing stream is asked while it elects."""
         try:
-            state = await ensure_stream(self._conn, self._config)
+            state = await ensure_stream(self._conn, self._config, leader_timeout=leader_timeout)
         except StoreError as exc:
             message = f"unable to create the stream of channel {self.channel!r}: {exc}"
             raise StoreError(message) from exc

@@ -1,127 +1,94 @@
 """The cluster's records (server info, clients, subscriptions) in one replicated KV bucket,
-written in pipelined batches: every write of a batch in flight at once, one ack each.
-
-KV keys allow only ``[-/_=.a-zA-Z0-9]`` while client IDs and channel names may hold any
-character: :func:`kv_key` encodes the parts of a key reversibly.
+written in pipelined batches: every write of a batch in flight at once, one ack each; read
+whole by batched direct gets. Keys are made by :func:`keys.kv_key`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import re
 
 from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsPyError
-from nats.js.kv import KeyValue
 
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.keys import checked_key
 from stanpkg.stores.jetstream.link import JetStreamLink, Write, first_answer
+from stanpkg.stores.jetstream.streams import ReplicaBehind, read_range, stream_state
+from stanpkg.transport.connection import NatsConnection, decode_headers
 
-__all__ = ["ReplicaBehind", "ReplicatedMap", "kv_key", "kv_key_parts"]
+__all__ = ["ReplicatedMap"]
 
 WRITE_TIMEOUT = 5.0  # for the acks of one round of writes
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
 RETRY_INTERVAL = 0.25
 PROBE_EVERY = 0.25  # load(): the leader is asked again this often while it does not answer
 _DELETE_HEADERS = {"KV-Operation": "DEL"}
-_PLAIN = re.compile(r"[a-zA-Z0-9][-_a-zA-Z0-9]*")  # kept as is, for readable keys
-_VALID_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*")
-_ENCODED = "="  # marks a base64url part; never the first character of a plain part
-
-
-class ReplicaBehind(StoreError):
-    """The replica read has not yet applied everything its leader has: reading again
-    shortly succeeds."""
-
-
-def kv_key(*parts: str) -> str:
-    """A valid KV key for any strings: plain parts as they are, the others (and empty
-    ones) as ``=`` + base64url, joined by '.'."""
-    if not parts:
-        raise ValueError("a KV key needs at least one part")
-    return ".".join(part if _PLAIN.fullmatch(part) else _encode(part) for part in parts)
-
-
-def kv_key_parts(key: str) -> tuple[str, ...]:
-    """The inverse of :func:`kv_key`."""
-    return tuple(
-        _decode(token) if token.startswith(_ENCODED) else token for token in key.split(".")
-    )
-
-
-def _checked(key: str) -> str:
-    """Keys become subjects: a bad one would write elsewhere or fail the whole batch."""
-    if not _VALID_KEY.fullmatch(key):
-        raise ValueError(f"invalid KV key {key!r} (make keys with kv_key)")
-    return key
-
-
-def _encode(part: str) -> str:
-    return _ENCODED + base64.urlsafe_b64encode(part.encode()).decode().rstrip("=")
-
-
-def _decode(token: str) -> str:
-    raw = token[len(_ENCODED) :]
-    return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+_REMOVED = ("DEL", "PURGE")  # KV-Operation of a key's deletion marker
 
 
 class ReplicatedMap:
     """A KV bucket read whole at start-up, then written through :meth:`put` /
     :meth:`delete` (queued; the last write of a key wins) and :meth:`flush`."""
 
-    def __init__(self, link: JetStreamLink, kv: KeyValue, bucket: str) -> None:
+    def __init__(self, link: JetStreamLink, bucket: str, reader: NatsConnection) -> None:
         self._link = link
-        self._kv = kv
+        self._reader = reader  # direct gets, on stanpkg's own NATS client
         self.bucket = bucket
         self._queued: dict[str, bytes | None] = {}  # None: delete
 
     @classmethod
-    async def open(cls, link: JetStreamLink, bucket: str, *, replicas: int) -> ReplicatedMap:
-        """The bucket, created (history 1) if missing."""
+    async def open(
+        cls, link: JetStreamLink, bucket: str, *, replicas: int, reader: NatsConnection
+    ) -> ReplicatedMap:
+        """The bucket, created (history 1) if missing; ``reader`` reads it."""
         try:
-            kv = await link.key_value(bucket, replicas=replicas)
+            await link.key_value(bucket, replicas=replicas)
         except (NatsPyError, TimeoutError) as exc:
             raise StoreError(f"unable to open the cluster state {bucket!r}: {exc}") from exc
-        return cls(link, kv, bucket)
+        return cls(link, bucket, reader)
 
     async def load(self, leader_timeout: float = 5.0) -> dict[str, bytes]:
-        """Every live key and its value, from one ordered consumer over the bucket (the
-        last value of each key), not key by key. The consumer may sit on a replica that
-        is behind (a node that just rejoined): StoreError unless what it delivered
-        reaches the bucket's last sequence as its stream leader reports it, and when the
+        """Every live key and its value: the bucket's messages (history 1: the last of each
+        key) by batched direct gets, which any replica answers. Not through a consumer:
+        creating one needs JetStream's metadata leader, which is being elected for 4-9 s
+        when the node that died led it too. A direct get may come from a replica that is
+        behind (a node that just rejoined): ReplicaBehind unless what it returned reaches
+        the bucket's last sequence as its stream leader reports it; StoreError when the
         bucket's stream has no leader that answers within ``leader_timeout``."""
+        name = f"KV_{self.bucket}"
+        prefix = f"$KV.{self.bucket}."
         found: dict[str, bytes] = {}
         newest = 0
         try:
-            name = f"KV_{self.bucket}"
-            info = await first_answer(
-                lambda: self._link.js.stream_info(name), timeout=leader_timeout, every=PROBE_EVERY
+            state = await first_answer(
+                lambda: stream_state(self._reader, name), timeout=leader_timeout, every=PROBE_EVERY
             )
-            watcher = await self._kv.watchall()
-            try:
-                async for entry in watcher:
-                    if entry is None:
-                        break  # the marker after the last initial value
-                    newest = max(newest, entry.revision or 0)
-                    if entry.operation is None and entry.value is not None:
-                        found[entry.key] = entry.value
-            finally:
-                await watcher.stop()  # type: ignore[no-untyped-call]
-        except (NatsPyError, TimeoutError) as exc:
+            async for sequence, headers, data in read_range(
+                self._reader, name, state.first_seq, state.last_seq
+            ):
+                newest = sequence
+                fields = decode_headers(headers)[1]
+                key = fields.get("Nats-Subject", "").removeprefix(prefix)
+                if fields.get("KV-Operation") in _REMOVED:
+                    found.pop(key, None)
+                else:
+                    found[key] = data
+        except ReplicaBehind:
+            raise
+        except (StoreError, TimeoutError) as exc:
             raise StoreError(f"unable to read the cluster state {self.bucket!r}: {exc}") from exc
-        if newest < info.state.last_seq:
+        if newest < state.last_seq:
             raise ReplicaBehind(
                 f"the cluster state {self.bucket!r} read here ends at {newest}, its leader "
-                f"has {info.state.last_seq}: this replica is catching up"
+                f"has {state.last_seq}: this replica is catching up"
             )
         return found
 
     def put(self, key: str, value: bytes) -> None:
-        self._queued[_checked(key)] = value
+        self._queued[checked_key(key)] = value
 
     def delete(self, key: str) -> None:
-        self._queued[_checked(key)] = None
+        self._queued[checked_key(key)] = None
 
     @property
     def queued(self) -> int:

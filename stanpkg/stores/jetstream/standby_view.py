@@ -20,7 +20,8 @@ from stanpkg.stores.base import (
     StandbySubscription,
     StoreLog,
 )
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.streams import StreamState, stream_name, stream_state
 from stanpkg.stores.records import client_from_proto, server_info_from_proto, sub_from_proto

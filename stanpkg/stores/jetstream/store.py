@@ -48,7 +48,8 @@ from stanpkg.stores.jetstream.channel_streams import (
     StreamFenced,
     Writes,
 )
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import REQUEST_TIMEOUT, JetStreamLink, raise_if_cancelled
@@ -216,7 +217,9 @@ class ClusteredStore(Store):
         while True:
             try:
                 await link.wait_ready(max(0.0, deadline - loop.time()))
-                return await ReplicatedMap.open(link, settings.bucket, replicas=settings.replicas)
+                return await ReplicatedMap.open(
+                    link, settings.bucket, replicas=settings.replicas, reader=self._require_conn()
+                )
             except StoreError as exc:
                 raise_if_cancelled()
                 if loop.time() >= deadline:
@@ -308,7 +311,7 @@ class ClusteredStore(Store):
         channels = []
         for name in sorted(channel_names):
             store = self._open_channel(name, new=False)
-            await self._load_messages(name, store)
+            await self._load_messages(name, store, leader_timeout)
             recovered = RecoveredChannel(store)
             replicated = store.subs
             assert isinstance(replicated, ReplicatedSubscriptions)
@@ -320,10 +323,10 @@ class ClusteredStore(Store):
             channels.append(recovered)
         return RecoveredState(info, clients, channels)
 
-    async def _load_messages(self, name: str, store: ChannelStore) -> None:
+    async def _load_messages(self, name: str, store: ChannelStore, leader_timeout: float) -> None:
         msgs = store.msgs
         assert isinstance(msgs, ReplicatedMessages)
-        first, last = await msgs.stream.ensure()
+        first, last = await msgs.stream.ensure(leader_timeout)
         records: list[bytes] = []
         stamps: list[int] = []
         guids: list[str] = []

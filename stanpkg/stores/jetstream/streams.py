@@ -38,11 +38,13 @@ from typing import Any, NamedTuple
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.kvmap import kv_key
+from stanpkg.stores.jetstream.keys import kv_key
+from stanpkg.stores.jetstream.link import first_answer
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.errors import NatsError
 
 __all__ = [
+    "ReplicaBehind",
     "StreamFenced",
     "StreamState",
     "StreamWriter",
@@ -78,6 +80,7 @@ STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configurati
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW_NS = 120 * 10**9
 API_TIMEOUT = 5.0
+LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
 LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _BREAKS_HEADER = re.compile(r"[\r\n]")
@@ -85,6 +88,11 @@ _ACK_SEQUENCE = re.compile(rb'"seq":\s*(\d+)')
 _ACK_DUPLICATE = re.compile(rb'"duplicate":\s*true')  # nats-server writes ": true"
 # The configuration fields that follow the channel's limits when a stream exists already.
 _LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard", "allow_atomic")
+
+
+class ReplicaBehind(StoreError):
+    """The replica read has not yet applied everything its leader has: reading again
+    shortly succeeds."""
 
 
 class StreamFenced(StoreError):
@@ -497,7 +505,7 @@ async def read_range(
                 if (await stream_state(conn, stream)).last_seq < sequence:
                     return
                 if loop.time() > deadline:
-                    raise StoreError(
+                    raise ReplicaBehind(
                         f"the replicas of stream {stream} do not have sequence {sequence} "
                         f"after {timeout:g} s"
                     )
@@ -612,20 +620,46 @@ async def purge_stream_to(conn: NatsConnection, stream: str, first_seq: int) -> 
         raise _failure(f"purge stream {stream} up to {first_seq}", answer)
 
 
-async def ensure_stream(conn: NatsConnection, config: dict[str, Any]) -> StreamState:
-    """Create the stream, or bring an existing one's limits to ``config``; its state."""
+async def ensure_stream(
+    conn: NatsConnection, config: dict[str, Any], *, leader_timeout: float = API_TIMEOUT
+) -> StreamState:
+    """Create the stream, or bring an existing one's limits to ``config``; its state.
+
+    An existing stream is read first, asked again every LEADER_PROBE_EVERY seconds for
+    ``leader_timeout`` (a stream electing its leader answers only what comes after): it is
+    created or updated only when missing or when its limits differ. Creating and updating
+    go through JetStream's metadata leader, which is elected anew for 4-9 s when the node
+    that led it dies, as happens with a serving node (promotion reads every channel's)."""
     name = config["name"]
-    answer = await _api(conn, f"STREAM.CREATE.{name}", config)
-    error = answer.get("error")
-    if error and error.get("err_code") == STREAM_NAME_IN_USE:
+    try:
+        info = await first_answer(
+            lambda: _api(conn, f"STREAM.INFO.{name}", None),
+            timeout=leader_timeout,
+            every=LEADER_PROBE_EVERY,
+        )
+    except TimeoutError:
+        raise StoreError(f"JetStream did not answer $JS.API.STREAM.INFO.{name}") from None
+    error = info.get("error")
+    if error and error.get("err_code") != STREAM_NOT_FOUND:
+        raise _failure(f"read stream {name}", info)
+    if error:
+        answer = await _api(conn, f"STREAM.CREATE.{name}", config)
+        error = answer.get("error")
+        if not error or error.get("err_code") != STREAM_NAME_IN_USE:
+            if error:
+                raise _failure(f"create stream {name}", answer)
+            return _state(answer)
+        # Created meanwhile by another node, with another configuration: updated below.
         info = await _api(conn, f"STREAM.INFO.{name}", None)
         if "error" in info:
             raise _failure(f"read stream {name}", info)
-        current = dict(info["config"])
-        current.update({field: config[field] for field in _LIMIT_FIELDS if field in config})
-        answer = await _api(conn, f"STREAM.UPDATE.{name}", current)
+    current = dict(info["config"])
+    wanted = current | {field: config[field] for field in _LIMIT_FIELDS if field in config}
+    if wanted == current:
+        return _state(info)
+    answer = await _api(conn, f"STREAM.UPDATE.{name}", wanted)
     if "error" in answer:
-        raise _failure(f"create stream {name}", answer)
+        raise _failure(f"update stream {name}", answer)
     return _state(answer)
 
 

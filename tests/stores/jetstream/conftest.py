@@ -7,9 +7,11 @@ and routed clusters of n servers started on demand.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,9 +46,12 @@ def stop_nats(procs: list[NatsProc]) -> None:
         proc.wait(10)
 
 
-def start_jetstream_cluster(tmp_path: Path, n: int = 3) -> list[NatsProc]:
+def start_jetstream_cluster(
+    tmp_path: Path, n: int = 3, http_ports: list[int] | None = None
+) -> list[NatsProc]:
     """n routed nats-servers with JetStream (server names js1..jsn), returned once the
-    JetStream meta leader is elected. The caller stops them (:func:`stop_nats`)."""
+    JetStream meta leader is elected; ``http_ports``: their monitoring ports. The caller
+    stops them (:func:`stop_nats`)."""
     route_ports = [free_port() for _ in range(n)]
     started: list[NatsProc] = []
     try:
@@ -55,6 +60,8 @@ def start_jetstream_cluster(tmp_path: Path, n: int = 3) -> list[NatsProc]:
             cluster = (
                 f'cluster {{ name: "jstest", listen: "127.0.0.1:{port}", routes: [{routes}] }}\n'
             )
+            if http_ports:
+                cluster += f"http: 127.0.0.1:{http_ports[index]}\n"
             name = f"js{index + 1}"
             started.append(start_jetstream_server(tmp_path / name, name, cluster))
         wait_jetstream_ready([url for _, url in started], CLUSTER_READY_WITHIN)
@@ -114,3 +121,35 @@ def jetstream_cluster(tmp_path: Path) -> Iterator[list[NatsProc]]:
     started = start_jetstream_cluster(tmp_path, 3)
     yield started
     stop_nats(started)
+
+
+@pytest.fixture
+def monitored_cluster(tmp_path: Path) -> Iterator[tuple[list[NatsProc], list[int]]]:
+    """A fresh 3-server JetStream cluster with monitoring ports: (servers, ports)."""
+    http_ports = [free_port() for _ in range(3)]
+    started = start_jetstream_cluster(tmp_path, 3, http_ports)
+    yield started, http_ports
+    stop_nats(started)
+
+
+def metadata_leader(http_port: int) -> str:
+    """The server name of JetStream's metadata leader, as a server's ``/jsz`` says."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/jsz", timeout=2) as answer:
+        return str(json.load(answer)["meta_cluster"]["leader"])
+
+
+async def lead_elsewhere(url: str, stream: str, avoid: str) -> None:
+    """Step the stream's leader down until a server other than ``avoid`` leads it."""
+    nc = await nats.connect(url)
+    try:
+        for _ in range(40):
+            info = await nc.jetstream().stream_info(stream)
+            leader = info.cluster.leader if info.cluster else None
+            if leader and leader != avoid:
+                return
+            if leader:
+                await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}", b"", timeout=2)
+            await asyncio.sleep(0.25)
+        raise AssertionError(f"the leader of {stream} stays on {avoid}")
+    finally:
+        await nc.close()

@@ -12,10 +12,12 @@ from contextlib import asynccontextmanager
 import pytest
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap, kv_key, kv_key_parts
+from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
-from tests.stores.jetstream.conftest import NatsProc
+from tests.stores.jetstream.conftest import NatsProc, lead_elsewhere, metadata_leader
 
 _buckets = itertools.count(1)
 
@@ -46,10 +48,12 @@ def new_bucket() -> str:
 @asynccontextmanager
 async def opened(url: str, bucket: str, replicas: int = 1) -> AsyncIterator[ReplicatedMap]:
     link = await JetStreamLink.open(NatsEndpoint(url), name="kvmap-test")
+    reader = await NatsConnection.open(NatsEndpoint(url), name="kvmap-test-reader")
     try:
         await link.wait_ready(20)
-        yield await ReplicatedMap.open(link, bucket, replicas=replicas)
+        yield await ReplicatedMap.open(link, bucket, replicas=replicas, reader=reader)
     finally:
+        await reader.close()
         await link.close()
 
 
@@ -127,18 +131,20 @@ async def test_closed_link_fails_the_flush_and_keeps_the_writes(jetstream_url: s
         assert "unable to replicate 2 record(s)" in str(caught.value)
         assert f"the connection to JetStream at {jetstream_url} is closed" in str(caught.value)
         assert replicated.queued == 2  # kept for a later flush
+        await replicated._reader.close()  # reads go by stanpkg's own client
         with pytest.raises(StoreError, match="unable to read the cluster state"):
             await replicated.load()
 
 
 async def test_open_on_a_closed_link_is_a_store_error(jetstream_url: str) -> None:
     link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="kvmap-test")
+    reader = await NatsConnection.open(NatsEndpoint(jetstream_url), name="kvmap-test-reader")
     await link.close()
     with pytest.raises(StoreError, match="unable to open the cluster state"):
-        await ReplicatedMap.open(link, new_bucket(), replicas=1)
+        await ReplicatedMap.open(link, new_bucket(), replicas=1, reader=reader)
+    await reader.close()
 
 
-@pytest.mark.slow
 async def load_when_current(replicated: ReplicatedMap, timeout: float = 20) -> dict[str, bytes]:
     """A replica read right after a write may be behind: load refuses it (StoreError)
     and the caller retries, as the clustered store does at promotion."""
@@ -152,6 +158,7 @@ async def load_when_current(replicated: ReplicatedMap, timeout: float = 20) -> d
             await asyncio.sleep(0.2)
 
 
+@pytest.mark.slow
 async def test_r3_writes_seen_through_another_server(jetstream_cluster: list[NatsProc]) -> None:
     bucket = new_bucket()
     (_, first), (_, second), (_, third) = jetstream_cluster
@@ -167,3 +174,28 @@ async def test_r3_writes_seen_through_another_server(jetstream_cluster: list[Nat
         assert info.config.num_replicas == 3
     async with opened(third, bucket, replicas=3) as other:
         assert await load_when_current(other) == loaded
+
+
+@pytest.mark.slow
+async def test_a_load_needs_no_metadata_leader(
+    monitored_cluster: tuple[list[NatsProc], list[int]],
+) -> None:
+    """The records are read while JetStream elects a new metadata leader (4-9 s after the
+    old one died): a consumer could not be created then, direct gets are answered."""
+    servers, http_ports = monitored_cluster
+    names = [f"js{index + 1}" for index in range(3)]
+    meta = metadata_leader(http_ports[0])
+    survivor = servers[(names.index(meta) + 1) % 3][1]
+    bucket = new_bucket()
+    async with opened(survivor, bucket, replicas=3) as writer:
+        for i in range(300):
+            writer.put(kv_key("client", f"c{i}"), str(i).encode())
+        writer.delete(kv_key("client", "c0"))
+        await writer.flush()
+        await lead_elsewhere(survivor, f"KV_{bucket}", avoid=meta)
+        await load_when_current(writer)  # every replica has the writes
+        servers[names.index(meta)][0].kill()
+        started = time.monotonic()
+        loaded = await asyncio.wait_for(writer.load(leader_timeout=2), 3.5)
+        assert time.monotonic() - started < 3.5  # JetStream's election takes 4 s at least
+    assert len(loaded) == 299 and loaded[kv_key("client", "c299")] == b"299"

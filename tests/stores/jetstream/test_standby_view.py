@@ -136,7 +136,9 @@ async def test_no_state_before_the_leader_wrote_any(jetstream_url: str) -> None:
     link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="standby-test")
     conn = await NatsConnection.open(NatsEndpoint(jetstream_url), name="standby-test-streams")
     try:
-        records = await ReplicatedMap.open(link, f"STAN_{new_cluster_id()}_x", replicas=1)
+        records = await ReplicatedMap.open(
+            link, f"STAN_{new_cluster_id()}_x", replicas=1, reader=conn
+        )
         assert await read_standby_state(records, conn, "nobody", 0.0) is None
     finally:
         await conn.close()

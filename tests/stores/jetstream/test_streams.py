@@ -4,9 +4,11 @@ gets, and what a plain JetStream client sees."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -34,7 +36,13 @@ from stanpkg.stores.jetstream.streams import (
     to_stream_message,
 )
 from stanpkg.transport.connection import NatsConnection, decode_headers
-from tests.stores.jetstream.conftest import start_jetstream_cluster, stop_nats
+from tests.stores.jetstream.conftest import (
+    NatsProc,
+    lead_elsewhere,
+    metadata_leader,
+    start_jetstream_cluster,
+    stop_nats,
+)
 
 UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
 _clusters = itertools.count(1)
@@ -371,3 +379,26 @@ def test_a_line_break_in_an_atomic_batch_is_refused() -> None:
     for bad in ((2, "g\r\nX: y", "", 1, b""), (2, "g2", "r\n", 1, b"")):
         with pytest.raises(ValueError, match="a line break"):
             atomic_batch_messages([good, bad], "b")
+
+
+@pytest.mark.slow
+async def test_an_existing_stream_is_ensured_without_a_metadata_leader(
+    monitored_cluster: tuple[list[NatsProc], list[int]],
+) -> None:
+    """Promotion ensures every channel's stream while JetStream elects a new metadata
+    leader (4-9 s after the old one died with the serving node): a stream that exists
+    with its limits is read from its own leader; only creating or updating one needs the
+    metadata leader."""
+    servers, http_ports = monitored_cluster
+    names = [f"js{index + 1}" for index in range(3)]
+    meta = metadata_leader(http_ports[0])
+    survivor = servers[(names.index(meta) + 1) % 3][1]
+    config = stream_config(new_cluster(), "orders", UNLIMITED, replicas=3)
+    async with connected(survivor) as conn:
+        created = await ensure_stream(conn, config)
+        await lead_elsewhere(survivor, config["name"], avoid=meta)
+        servers[names.index(meta)][0].kill()
+        started = time.monotonic()
+        state = await asyncio.wait_for(ensure_stream(conn, config, leader_timeout=2), 3.5)
+        assert time.monotonic() - started < 3.5  # JetStream's election takes 4 s at least
+        assert state == created
