@@ -625,42 +625,71 @@ async def ensure_stream(
 ) -> StreamState:
     """Create the stream, or bring an existing one's limits to ``config``; its state.
 
-    An existing stream is read first, asked again every LEADER_PROBE_EVERY seconds for
-    ``leader_timeout`` (a stream electing its leader answers only what comes after): it is
-    created or updated only when missing or when its limits differ. Creating and updating
-    go through JetStream's metadata leader, which is elected anew for 4-9 s when the node
-    that led it dies, as happens with a serving node (promotion reads every channel's)."""
+    Two servers can answer for an existing stream, and after a serving node's death either
+    may be electing for 4-9 s: JetStream's metadata leader answers a create with the same
+    configuration (also while the stream elects its leader), the stream's leader answers
+    a read (also while the metadata leader is elected). Both are asked at once, again
+    every LEADER_PROBE_EVERY seconds for ``leader_timeout`` (a server just elected answers
+    only what comes after its election), and the first answer that settles it is taken."""
     name = config["name"]
     try:
-        info = await first_answer(
-            lambda: _api(conn, f"STREAM.INFO.{name}", None),
+        kind, answer = await first_answer(
+            lambda: _create_or_read(conn, config),
             timeout=leader_timeout,
             every=LEADER_PROBE_EVERY,
         )
     except TimeoutError:
-        raise StoreError(f"JetStream did not answer $JS.API.STREAM.INFO.{name}") from None
-    error = info.get("error")
-    if error and error.get("err_code") != STREAM_NOT_FOUND:
-        raise _failure(f"read stream {name}", info)
-    if error:
-        answer = await _api(conn, f"STREAM.CREATE.{name}", config)
-        error = answer.get("error")
-        if not error or error.get("err_code") != STREAM_NAME_IN_USE:
-            if error:
-                raise _failure(f"create stream {name}", answer)
-            return _state(answer)
-        # Created meanwhile by another node, with another configuration: updated below.
-        info = await _api(conn, f"STREAM.INFO.{name}", None)
-        if "error" in info:
-            raise _failure(f"read stream {name}", info)
-    current = dict(info["config"])
+        raise StoreError(f"JetStream did not answer for stream {name} (create or info)") from None
+    if kind == "created":
+        return _state(answer)
+    if kind == "refused":
+        raise _failure(f"create stream {name}", answer)
+    current = dict(answer["config"])  # it exists: its limits brought to config's
     wanted = current | {field: config[field] for field in _LIMIT_FIELDS if field in config}
     if wanted == current:
-        return _state(info)
+        return _state(answer)
     answer = await _api(conn, f"STREAM.UPDATE.{name}", wanted)
     if "error" in answer:
         raise _failure(f"update stream {name}", answer)
     return _state(answer)
+
+
+async def _create_or_read(
+    conn: NatsConnection, config: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """("created", answer) when the create succeeded (the stream is new, or exists with
+    this configuration), ("refused", answer) when it failed for another reason than an
+    existing stream, ("exists", info) when the stream's leader answered its info first
+    or the stream exists with another configuration. StoreError when neither settles it
+    (no answer, or an info that says "not found" with the create unanswered)."""
+    name = config["name"]
+    create = asyncio.ensure_future(_api(conn, f"STREAM.CREATE.{name}", config))
+    info = asyncio.ensure_future(_api(conn, f"STREAM.INFO.{name}", None))
+    try:
+        info_answer: dict[str, Any] | None = None
+        pending: set[asyncio.Future[dict[str, Any]]] = {create, info}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if create in done and create.exception() is None:
+                answer = create.result()
+                error = answer.get("error")
+                if not error:
+                    return "created", answer
+                if error.get("err_code") != STREAM_NAME_IN_USE:
+                    return "refused", answer
+                if info_answer is not None:
+                    return "exists", info_answer
+            if info in done and info.exception() is None:
+                info_answer = info.result()
+                error = info_answer.get("error")
+                if not error:
+                    return "exists", info_answer
+                if error.get("err_code") != STREAM_NOT_FOUND:
+                    raise _failure(f"read stream {name}", info_answer)
+        raise StoreError(f"JetStream did not settle whether stream {name} exists")
+    finally:
+        create.cancel()
+        info.cancel()
 
 
 async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
