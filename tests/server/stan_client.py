@@ -49,6 +49,14 @@ class StanSub:
     async def collect(self, count: int, timeout: float = 5.0) -> list[pb.MsgProto]:
         return [await self.next(timeout) for _ in range(count)]
 
+    async def collect_until_quiet(self, wait: float = 0.5) -> list[pb.MsgProto]:
+        """Every message that comes before ``wait`` seconds pass without one."""
+        got: list[pb.MsgProto] = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                got.append(await asyncio.wait_for(self.messages.get(), wait))
+        return got
+
     async def assert_nothing(self, wait: float = 0.5) -> None:
         with contextlib.suppress(TimeoutError):
             msg = await asyncio.wait_for(self.messages.get(), wait)
