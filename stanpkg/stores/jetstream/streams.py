@@ -666,7 +666,6 @@ async def _create_or_read(
     create = asyncio.ensure_future(_api(conn, f"STREAM.CREATE.{name}", config))
     info = asyncio.ensure_future(_api(conn, f"STREAM.INFO.{name}", None))
     try:
-        info_answer: dict[str, Any] | None = None
         pending: set[asyncio.Future[dict[str, Any]]] = {create, info}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -677,15 +676,14 @@ async def _create_or_read(
                     return "created", answer
                 if error.get("err_code") != STREAM_NAME_IN_USE:
                     return "refused", answer
-                if info_answer is not None:
-                    return "exists", info_answer
+                # It exists with another configuration: its info says which.
             if info in done and info.exception() is None:
-                info_answer = info.result()
-                error = info_answer.get("error")
+                answer = info.result()
+                error = answer.get("error")
                 if not error:
-                    return "exists", info_answer
+                    return "exists", answer
                 if error.get("err_code") != STREAM_NOT_FOUND:
-                    raise _failure(f"read stream {name}", info_answer)
+                    raise _failure(f"read stream {name}", answer)
         raise StoreError(f"JetStream did not settle whether stream {name} exists")
     finally:
         create.cancel()
