@@ -644,6 +644,8 @@ async def ensure_stream(
         return _state(answer)
     if kind == "refused":
         raise _failure(f"create stream {name}", answer)
+    if kind == "unreadable":
+        raise _failure(f"read stream {name}", answer)
     current = dict(answer["config"])  # it exists: its limits brought to config's
     wanted = current | {field: config[field] for field in _LIMIT_FIELDS if field in config}
     if wanted == current:
@@ -657,33 +659,35 @@ async def ensure_stream(
 async def _create_or_read(
     conn: NatsConnection, config: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    """("created", answer) when the create succeeded (the stream is new, or exists with
-    this configuration), ("refused", answer) when it failed for another reason than an
-    existing stream, ("exists", info) when the stream's leader answered its info first
-    or the stream exists with another configuration. StoreError when neither settles it
-    (no answer, or an info that says "not found" with the create unanswered)."""
+    """The first answer that settles whether and how the stream exists: ("created",
+    answer) when the create succeeded (the stream is new, or exists with this
+    configuration), ("refused", answer) when it failed for another reason than an
+    existing stream, ("exists", info) when the stream's leader answered its info,
+    ("unreadable", info) when the info failed for another reason than a missing stream.
+    StoreError when neither settles it (no answer, or an info that says "not found" and a
+    create that says "exists with another configuration" or does not answer)."""
     name = config["name"]
     create = asyncio.ensure_future(_api(conn, f"STREAM.CREATE.{name}", config))
     info = asyncio.ensure_future(_api(conn, f"STREAM.INFO.{name}", None))
+    # Per request: what its success means, the error that leaves it open, what any other
+    # error means. The create is looked at first when both have answered.
+    rules = (
+        (create, "created", STREAM_NAME_IN_USE, "refused"),
+        (info, "exists", STREAM_NOT_FOUND, "unreadable"),
+    )
     try:
         pending: set[asyncio.Future[dict[str, Any]]] = {create, info}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if create in done and create.exception() is None:
-                answer = create.result()
+            for future, settled, open_code, failed in rules:
+                if future not in done or future.exception() is not None:
+                    continue
+                answer = future.result()
                 error = answer.get("error")
                 if not error:
-                    return "created", answer
-                if error.get("err_code") != STREAM_NAME_IN_USE:
-                    return "refused", answer
-                # It exists with another configuration: its info says which.
-            if info in done and info.exception() is None:
-                answer = info.result()
-                error = answer.get("error")
-                if not error:
-                    return "exists", answer
-                if error.get("err_code") != STREAM_NOT_FOUND:
-                    raise _failure(f"read stream {name}", answer)
+                    return settled, answer
+                if error.get("err_code") != open_code:
+                    return failed, answer
         raise StoreError(f"JetStream did not settle whether stream {name} exists")
     finally:
         create.cancel()
