@@ -19,6 +19,9 @@ MODULES = (
     "stanpkg.server.wire",
     "stanpkg.server.delivery",
     "stanpkg.server.publish",
+    "stanpkg.stores.file.messages",
+    "stanpkg.stores.memory",
+    "stanpkg.stores.file.subscriptions",
 )
 
 

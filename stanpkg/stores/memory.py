@@ -15,6 +15,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
+from stanpkg.hot_path import mypyc_attr
 from stanpkg.plan.limits import Limits, StoreLimits
 from stanpkg.plan.units import friendly_bytes
 from stanpkg.stores.base import (
@@ -81,6 +82,11 @@ class _Segment:
 
 
 class MemoryMessageStore(SequenceBookkeeping, MessageStore):
+    # Declared again for mypyc, which compiles this module (stanpkg/hot_path.py).
+    _first: int
+    _last: int
+    _last_ts: int
+
     def __init__(self, channel: str, limits: Limits, log: StoreLog) -> None:
         self.channel = channel
         self.limits = limits
@@ -270,6 +276,8 @@ class MemorySubscriptionStore(BaseSubscriptionStore):
         pass
 
 
+# Compiled (stanpkg/hot_path.py), and still subclassed by interpreted code (tests).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MemoryStore(BaseStore):
     type_name = "MEMORY"
 

@@ -18,7 +18,7 @@ from tests.packaging.fixtures import VERSION
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 # The tests that go through the compiled modules: the NATS parser, publishing, delivery
-# and acks, the hand-built protocol bytes, bad input.
+# and acks, the hand-built protocol bytes, bad input, the memory and FILE stores' logs.
 SUITE = [
     "tests/transport/test_parser.py",
     "tests/transport/test_connection.py",
@@ -28,6 +28,11 @@ SUITE = [
     "tests/server/test_subscribe.py",
     "tests/server/test_bad_input.py",
     "tests/server/test_limits.py",
+    "tests/server/test_memory_store.py",
+    "tests/server/test_recovery.py",
+    "tests/stores/file/test_messages.py",
+    "tests/stores/file/test_subs_clients.py",
+    "tests/stores/test_file_modes.py",
 ]
 
 

@@ -49,6 +49,11 @@ _MAX_REPORTED_LOOKUP_ERRORS = 1000
 
 
 class FileMessageStore(SequenceBookkeeping, MessageStore):
+    # Declared again for mypyc, which compiles this module (stanpkg/hot_path.py).
+    _first: int
+    _last: int
+    _last_ts: int
+
     def __init__(
         self,
         env: StoreEnv,
