@@ -27,7 +27,7 @@ from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel, ChannelError
-from stanpkg.server.wire import MsgEncoder, encode_pub_ack, is_ctrl_msg
+from stanpkg.server.wire import MsgEncoder, decode_pub_msg, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
@@ -105,34 +105,36 @@ class PublishPipeline:
     # -- intake (called from the NATS read loop) --------------------------------------
 
     def on_publish(self, subject: str, reply: str, payload: bytes) -> None:
-        try:
-            pm = _PubMsg.FromString(payload)
-        except DecodeError:
+        fields = decode_pub_msg(payload)
+        if fields is None:  # not the form clients write: protobuf decodes or refuses it
             try:
-                pm = lenient.parse(_PubMsg, payload)  # the rare slow path
+                pm = _PubMsg.FromString(payload)
             except DecodeError:
-                self._undecodable(subject, reply, payload)
-                return
+                try:
+                    pm = lenient.parse(_PubMsg, payload)  # the rare slow path
+                except DecodeError:
+                    self._undecodable(subject, reply, payload)
+                    return
+            fields = (pm.clientID, pm.guid, pm.subject, pm.reply, pm.data, pm.connID)
+        client_id, guid, channel, msg_reply, data, conn_id = fields
         # Counted once decoded, before any other validation (monitoring.md §2).
         self.in_msgs += 1
         self.in_bytes += len(payload)
-        guid, channel = pm.guid, pm.subject
         if not guid or (channel not in self._valid_names and not self._valid_channel(channel)):
             self.server.log.error(
                 f"Received invalid client publish message (guid={guid!r} subject={channel!r})"
             )
             self._reply_error(reply, guid, errors.INVALID_PUB_REQ)
             return
-        msg = (channel, guid, reply, pm.reply, pm.data)
+        msg = (channel, guid, reply, msg_reply, data)
         if self._trace:
             self.server.log.trace(
-                f"[Client:{pm.clientID}] Received message from publisher subj={channel} guid={guid}"
+                f"[Client:{client_id}] Received message from publisher subj={channel} guid={guid}"
             )
         # protocol.md §3.2: by connID when the message carries one, else by client ID.
-        conn_id = pm.connID
-        valid = conn_id in self._by_conn_id if conn_id else pm.clientID in self._by_id
+        valid = conn_id in self._by_conn_id if conn_id else client_id in self._by_id
         if not valid or self._parked:
-            self._invalid_publisher(msg, pm.clientID, conn_id)
+            self._invalid_publisher(msg, client_id, conn_id)
             return
         self._queue.append(msg)
         self._wakeup.set()

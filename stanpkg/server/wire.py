@@ -13,6 +13,7 @@ __all__ = [
     "MsgEncoder",
     "ack_prefix",
     "ack_sequence",
+    "decode_pub_msg",
     "encode_pub_ack",
     "is_ctrl_msg",
     "redelivered",
@@ -100,6 +101,61 @@ def ack_sequence(payload: bytes, prefix: bytes) -> int:
         if b0 & b1 & b2 & 0x80 and b3 < 0x80:
             return b0 & 0x7F | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | b3 << 21
     return -1
+
+
+# PubMsg's fields, as (clientID, guid, subject, reply, data, connID).
+PubFields = tuple[str, str, str, str, bytes, bytes]
+
+
+def decode_pub_msg(payload: bytes) -> PubFields | None:
+    """The fields of a ``PubMsg`` whose every field is one of its own (numbers 1 to 6 and
+    10, length-delimited, each length a varint of up to 4 bytes) and whose strings are
+    UTF-8; ``None`` for anything else, which protobuf decodes (unknown fields, another
+    wire type, truncation) or refuses. Clients write exactly these; one scan takes a
+    third of the time of a protobuf object and its six attribute reads (bench/README.md).
+    A field given twice keeps the last value, as protobuf does."""
+    client_id = guid = subject = reply = ""
+    data = conn_id = b""
+    end = len(payload)
+    pos = 0
+    try:
+        while pos < end:
+            tag = payload[pos]
+            if tag & 7 != 2 or tag >= 0x80:
+                return None
+            size = 0
+            shift = 0
+            while True:
+                pos += 1
+                if pos >= end or shift > 21:
+                    return None
+                byte = payload[pos]
+                size |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            start = pos + 1
+            pos = start + size
+            if pos > end:
+                return None
+            field = tag >> 3
+            if field == 5:
+                data = payload[start:pos]
+            elif field == 2:
+                guid = payload[start:pos].decode()
+            elif field == 3:
+                subject = payload[start:pos].decode()
+            elif field == 1:
+                client_id = payload[start:pos].decode()
+            elif field == 6:
+                conn_id = payload[start:pos]
+            elif field == 4:
+                reply = payload[start:pos].decode()
+            elif field != 10:  # sha256: not used
+                return None
+    except UnicodeDecodeError:
+        return None
+    return client_id, guid, subject, reply, data, conn_id
 
 
 def redelivered(record: bytes, count: int) -> bytes:

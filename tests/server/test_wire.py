@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from google.protobuf.message import DecodeError
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server.wire import MsgEncoder, ack_prefix, ack_sequence
+from stanpkg.server.wire import MsgEncoder, ack_prefix, ack_sequence, decode_pub_msg
 
 names = st.text(min_size=1, max_size=300)
 uint64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -69,3 +70,60 @@ def test_ack_sequence_takes_every_varint_up_to_4_bytes(sequence: int) -> None:
     prefix = ack_prefix("foo")
     payload = pb.Ack(subject="foo", sequence=sequence).SerializeToString()
     assert ack_sequence(payload, prefix) == pb.Ack.FromString(payload).sequence == sequence
+
+
+def _protobuf_fields(payload: bytes) -> tuple[str, str, str, str, bytes, bytes] | None:
+    try:
+        pm = pb.PubMsg.FromString(payload)
+    except DecodeError:
+        return None
+    return (pm.clientID, pm.guid, pm.subject, pm.reply, pm.data, pm.connID)
+
+
+pub_msgs = st.builds(
+    pb.PubMsg,
+    clientID=st.text(max_size=40),
+    guid=st.text(max_size=40),
+    subject=st.text(max_size=300),
+    reply=st.text(max_size=60),
+    data=st.binary(max_size=300) | st.sampled_from([b"\x00" * 16_384, b"\x01" * 2_097_152]),
+    connID=st.binary(max_size=30),
+    sha256=st.binary(max_size=40),
+)
+
+
+@given(pub_msgs)
+def test_decode_pub_msg_reads_what_clients_write(msg: pb.PubMsg) -> None:
+    payload = msg.SerializeToString()
+    assert decode_pub_msg(payload) == _protobuf_fields(payload)
+
+
+@given(st.lists(pub_msgs, min_size=2, max_size=3))
+def test_decode_pub_msg_keeps_the_last_value_of_a_field_given_twice(msgs: list[pb.PubMsg]) -> None:
+    payload = b"".join(m.SerializeToString() for m in msgs)  # protobuf merges: last wins
+    assert decode_pub_msg(payload) == _protobuf_fields(payload)
+
+
+@given(pub_msgs, st.binary(max_size=12), st.integers(min_value=0, max_value=400))
+@example(pb.PubMsg(guid="g"), b"\x18\x01", 0)  # a varint field: protobuf's to decode
+@example(pb.PubMsg(guid="g"), b"\x3a\x00", 0)  # field 7, unknown: kept by protobuf
+@example(pb.PubMsg(guid="g"), b"\x12\x01\xff", 0)  # a guid that is not UTF-8
+@example(pb.PubMsg(guid="g"), b"\x12\x80\x80\x80\x80\x01", 0)  # a 5-byte length
+def test_decode_pub_msg_never_differs_from_protobuf(msg: pb.PubMsg, tail: bytes, cut: int) -> None:
+    """Damaged, cut or extended: either the fast path's answer is protobuf's, or it
+    leaves the payload to protobuf (None)."""
+    payload = msg.SerializeToString() + tail
+    for candidate in (payload, payload[: max(0, len(payload) - cut)]):
+        fields = decode_pub_msg(candidate)
+        if fields is not None:
+            assert fields == _protobuf_fields(candidate)
+
+
+def test_decode_pub_msg_leaves_other_forms_to_protobuf() -> None:
+    guid = pb.PubMsg(guid="g").SerializeToString()
+    assert decode_pub_msg(guid + b"\x3a\x00") is None  # unknown field
+    assert decode_pub_msg(guid + b"\x18\x01") is None  # another wire type
+    assert decode_pub_msg(guid + b"\x12\x01\xff") is None  # not UTF-8
+    assert decode_pub_msg(guid + b"\x12\x80\x80\x80\x80\x01") is None  # 5-byte length
+    assert decode_pub_msg(guid[:-1]) is None  # cut short
+    assert decode_pub_msg(b"") == ("", "", "", "", b"", b"")  # all defaults, as protobuf
