@@ -111,9 +111,10 @@ def decode_pub_msg(payload: bytes) -> PubFields | None:
     """The fields of a ``PubMsg`` whose every field is one of its own (numbers 1 to 6 and
     10, length-delimited, each length a varint of up to 4 bytes) and whose strings are
     UTF-8; ``None`` for anything else, which protobuf decodes (unknown fields, another
-    wire type, truncation) or refuses. Clients write exactly these; one scan takes a
-    third of the time of a protobuf object and its six attribute reads (bench/README.md).
-    A field given twice keeps the last value, as protobuf does."""
+    wire type, truncation) or refuses. Clients write exactly these. Compiled, one scan
+    takes 0.3 of the time of a protobuf object and its six attribute reads (560 against
+    1,930 ns for a 128-byte message); in plain Python the two cost the same
+    (bench/README.md). A field given twice keeps the last value, as protobuf does."""
     client_id = guid = subject = reply = ""
     data = conn_id = b""
     end = len(payload)
