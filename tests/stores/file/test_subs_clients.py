@@ -86,6 +86,31 @@ def test_subscription_records_and_recovery(tmp_path: Path) -> None:
     store.close()
 
 
+def test_acks_reach_the_file_in_their_order_at_every_write_point(tmp_path: Path) -> None:
+    """Acks are framed in bulk: before the next record of any kind, and at write_out."""
+    store, _ = fresh_store(tmp_path)
+    ch = store.create_channel("foo")
+    ch.msgs.store(records("foo", 1, 300), stamps(1, 300))
+    ch.subs.create(sub("a"))
+    ch.subs.create(sub("b"))
+    ch.subs.record_sent(1, list(range(1, 201)))
+    ch.subs.record_sent(2, [1, 2])
+    for seq in range(1, 201):
+        ch.subs.record_ack(1, seq)
+    ch.subs.record_ack(2, 2)
+    ch.subs.write_out()
+    path = tmp_path / "foo" / "subs.dat"
+    expected = [update_payload(1, seq) for seq in range(1, 201)] + [update_payload(2, 2)]
+    assert [p for t, p in typed_records(path) if t == 4] == expected
+    ch.subs.record_ack(2, 1)
+    ch.subs.delete(2)  # the ack before the deletion, as they were recorded
+    ch.subs.write_out()
+    assert [t for t, _ in typed_records(path)][-2:] == [4, 3]
+    store.close()
+    replay = replay_subs(str(path))
+    assert set(replay.subs) == {1} and replay.subs[1].pending == []
+
+
 def test_max_subs(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--max_subs", "2")
     ch = store.create_channel("foo")
