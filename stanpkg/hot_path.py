@@ -11,7 +11,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["MODULES", "compiled_modules", "mypyc_attr", "source_paths"]
+__all__ = ["MODULES", "compiled_modules", "is_compiled", "mypyc_attr", "source_paths"]
 
 MODULES = (
     "stanpkg.transport.parser",
@@ -30,15 +30,16 @@ def source_paths() -> list[str]:
     return [name.replace(".", "/") + ".py" for name in MODULES]
 
 
+def is_compiled(name: str) -> bool:
+    """Whether the installed module ``name`` is compiled (an extension module)."""
+    spec = importlib.util.find_spec(name)
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    return spec is not None and (spec.origin or "").endswith(suffixes)
+
+
 def compiled_modules() -> list[str]:
     """Those of :data:`MODULES` that the installed stanpkg has compiled."""
-    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    found = []
-    for name in MODULES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and (spec.origin or "").endswith(suffixes):
-            found.append(name)
-    return found
+    return [name for name in MODULES if is_compiled(name)]
 
 
 try:
