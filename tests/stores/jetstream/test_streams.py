@@ -318,6 +318,23 @@ async def test_unanswered_writes_are_a_store_error(jetstream_url: str) -> None:
         assert writer.last_sequence == 0
 
 
+async def until_answered_through(conn: NatsConnection, subject: str) -> None:
+    """Until the stream answers writes sent through ``conn``'s server. The create's answer
+    comes from the new stream leader; its interest in the subject reaches the other
+    servers over the routes a moment later, and a write sent meanwhile gets a 503 (which
+    the clustered store sends again, see ChannelStream.write; this low-level writer does
+    not). The probe expects a last sequence the stream never has: refused, not stored."""
+    probe = StreamWriter(conn, subject=subject, last_sequence=10**9)
+    for _ in range(100):
+        write(probe, 10**9 + 1, 1, prefix="probe")
+        try:
+            (answer,) = await probe.flush(timeout=2)
+        except StreamFenced:
+            return  # refused for its expected last sequence: the stream answered
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{subject}: no answer through this server: {answer.error}")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
@@ -326,6 +343,7 @@ async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
         async with connected(servers[1][1]) as conn:
             writer = await create(conn, "r3", "replicated", replicas=3)
             name = stream_name("r3", "replicated")
+            await until_answered_through(conn, writer.subject)
             for first in range(1, 1000, 100):  # each read right after the acks: any replica
                 write(writer, first, 100)
                 results = await writer.flush(timeout=20)
