@@ -32,6 +32,11 @@ _BAD_VALUE = re.compile(r"[\r\n]")
 
 # Longest control line (MSG/INFO/-ERR ...) accepted before the parser declares garbage.
 MAX_CONTROL_LINE = 64 * 1024
+# MSG lines remembered per connection (ProtocolParser._msg_line); about 100 KB at most.
+_MSG_LINES_KEPT = 1024
+
+MsgLine = tuple[bytes, str, str, int]
+"""A MSG control line read: (sid as on the wire, subject, reply, payload size)."""
 
 
 class Subscription:
@@ -121,7 +126,8 @@ class ProtocolParser:
         self._chunks_len = 0
         self._need = 0  # bytes the unparsed remainder must reach before parsing again
         self._info_seen = False
-        self._sizes: dict[bytes, int] = {}
+        # MSG control lines seen, each read once: (sid, subject, reply, payload size).
+        self._msg_lines: dict[bytes, MsgLine] = {}
         self.in_msgs = 0
         self.in_bytes = 0
 
@@ -179,7 +185,7 @@ class ProtocolParser:
     def _parse(self, buf: bytes) -> int:
         """Parse complete operations; return the offset of the first unconsumed byte."""
         subs = self._subs
-        sizes = self._sizes
+        msg_lines = self._msg_lines
         find = buf.find
         size_total = len(buf)
         pos = 0
@@ -191,64 +197,66 @@ class ProtocolParser:
                     raise ProtocolError("nats: maximum control line exceeded")
                 self._need = size_total - pos + 1
                 break
-            args = buf[pos:eol].split()
-            if args and args[0] == b"MSG":
-                # MSG <subject> <sid> [reply] <size>; sizes repeat, so int() is memoized.
-                token = args[-1]
-                size = sizes.get(token)
-                if size is None:
-                    size = self._size_of(token)
-                start = eol + 2
-                end = start + size
-                if end + 2 > size_total:
-                    self._need = end + 2 - pos
-                    break
-                if buf[end : end + 2] != b"\r\n":
-                    raise ProtocolError("nats: parse error: message payload not terminated")
-                pos = end + 2
-                msgs += 1
-                sub = subs.get(args[2])
-                if sub is None:
-                    continue  # unsubscribed while in flight
-                sub.received += 1
-                try:
-                    sub.handler(
-                        args[1].decode(),
-                        args[3].decode() if len(args) == 5 else "",
-                        buf[start:end],
-                    )
-                except Exception as exc:
-                    self._on_handler_error(exc)
-                if sub.max_msgs and sub.received >= sub.max_msgs:
-                    self._on_sub_done(sub)
-                continue
-            if args and args[0] == b"HMSG":
-                # HMSG <subject> <sid> [reply] <header size> <total size>
-                start = eol + 2
-                header_end = start + int(args[-2])
-                end = start + int(args[-1])
-                if end + 2 > size_total:
-                    self._need = end + 2 - pos
-                    break
-                if buf[end : end + 2] != b"\r\n" or not start <= header_end <= end:
-                    raise ProtocolError("nats: parse error: message payload not terminated")
-                pos = end + 2
-                msgs += 1
-                self._dispatch_hmsg(args, buf[start:header_end], buf[header_end:end])
-                continue
-            self._control(buf[pos:eol])
-            pos = eol + 2
+            line = buf[pos:eol]
+            known = msg_lines.get(line)
+            if known is None:
+                args = line.split()
+                if args and args[0] == b"HMSG":
+                    # HMSG <subject> <sid> [reply] <header size> <total size>
+                    start = eol + 2
+                    header_end = start + int(args[-2])
+                    end = start + int(args[-1])
+                    if end + 2 > size_total:
+                        self._need = end + 2 - pos
+                        break
+                    if buf[end : end + 2] != b"\r\n" or not start <= header_end <= end:
+                        raise ProtocolError("nats: parse error: message payload not terminated")
+                    pos = end + 2
+                    msgs += 1
+                    self._dispatch_hmsg(args, buf[start:header_end], buf[header_end:end])
+                    continue
+                if not args or args[0] != b"MSG":
+                    self._control(line)
+                    pos = eol + 2
+                    continue
+                known = self._msg_line(line, args)
+            sid, subject, reply, size = known
+            start = eol + 2
+            end = start + size
+            if end + 2 > size_total:
+                self._need = end + 2 - pos
+                break
+            if buf[end : end + 2] != b"\r\n":
+                raise ProtocolError("nats: parse error: message payload not terminated")
+            pos = end + 2
+            msgs += 1
+            sub = subs.get(sid)
+            if sub is None:
+                continue  # unsubscribed while in flight
+            sub.received += 1
+            try:
+                sub.handler(subject, reply, buf[start:end])
+            except Exception as exc:
+                self._on_handler_error(exc)
+            if sub.max_msgs and sub.received >= sub.max_msgs:
+                self._on_sub_done(sub)
         self.in_msgs += msgs
         return pos
 
-    def _size_of(self, token: bytes) -> int:
-        size = int(token)
+    def _msg_line(self, line: bytes, args: list[bytes]) -> MsgLine:
+        """Read ``MSG <subject> <sid> [reply] <size>`` and remember it: a connection gets
+        the same few lines again and again (one subscription, one reply inbox, one size),
+        so a dictionary lookup replaces the split, two decodes and the number's parse."""
+        if len(args) not in (4, 5):
+            raise ProtocolError("nats: parse error: malformed MSG line")
+        size = int(args[-1])
         if size < 0:
             raise ProtocolError("nats: parse error: negative message size")
-        if len(self._sizes) >= 4096:
-            self._sizes.clear()
-        self._sizes[token] = size
-        return size
+        known = (args[2], args[1].decode(), args[3].decode() if len(args) == 5 else "", size)
+        if len(self._msg_lines) >= _MSG_LINES_KEPT:
+            self._msg_lines.clear()  # replies unique per message: start again, bounded
+        self._msg_lines[line] = known
+        return known
 
     def _dispatch_hmsg(self, args: list[bytes], header: bytes, payload: bytes) -> None:
         # A subscription without a header handler gets the payload only, except that

@@ -156,6 +156,10 @@ def test_info_prefix_split_is_accepted() -> None:
         b"MSG foo 1 notanumber\r\nxx\r\n",
         b"MSG foo 1 2\r\nabcd\r\n",  # payload longer than announced: no CRLF after it
         b"MSG\r\n",
+        b"MSG foo 2\r\nxx\r\n",  # no sid: three fields
+        b"MSG foo 1 r extra 2\r\nxx\r\n",  # six fields
+        b"MSG foo 1 -2\r\nxx\r\n",
+        b"MSG f\xffo 1 2\r\nxx\r\n",  # a subject that is not UTF-8
         b"INFO {not json\r\n",
         b"HMSG foo 1 10 5\r\n0123456789\r\n",  # header larger than the total
     ],
@@ -193,3 +197,44 @@ def test_max_msgs_reached_calls_done_once() -> None:
     parser.feed(b"INFO {}\r\n" + msg("a", 1, b"1") + msg("a", 1, b"2") + msg("a", 1, b"3"))
     assert [e[4] for e in parser.events if e[0] == "msg"] == [b"1", b"2"]
     assert parser.done == [1]
+
+
+def test_a_repeated_msg_line_reads_the_same_each_time() -> None:
+    """MSG lines are remembered once read: the same line again, split across reads or
+    not, dispatches as the first did, and a bad terminator after it is still refused."""
+    parser = fresh()
+    stream = b"INFO {}\r\n" + msg("acks", 1, b"ab", reply="r") * 3 + msg("acks", 1, b"cd")
+    for chunk in (stream[:30], stream[30:31], stream[31:]):
+        parser.feed(chunk)
+    assert [e for e in parser.events if e[0] == "msg"] == [
+        ("msg", 1, "acks", "r", b"ab"),
+        ("msg", 1, "acks", "r", b"ab"),
+        ("msg", 1, "acks", "r", b"ab"),
+        ("msg", 1, "acks", "", b"cd"),
+    ]
+    with pytest.raises(ProtocolError, match="not terminated"):
+        parser.feed(b"MSG acks 1 r 2\r\nabXY")
+
+
+def test_a_remembered_msg_line_follows_its_subscription() -> None:
+    """The sid is looked up for every message: after an unsubscribe the line's messages
+    are dropped, and a subscription added again under that sid gets them."""
+    parser = fresh()
+    parser.feed(b"INFO {}\r\n" + msg("a", 1, b"1"))
+    del parser.subs[b"1"]
+    parser.feed(msg("a", 1, b"2"))
+    parser.add(1)
+    parser.feed(msg("a", 1, b"3"))
+    assert [e[4] for e in parser.events if e[0] == "msg"] == [b"1", b"3"]
+
+
+def test_lines_unique_per_message_stay_bounded() -> None:
+    """A client replying to a new inbox per message makes every line new: each is still
+    read right, and what is remembered stays bounded."""
+    parser = fresh()
+    parser.feed(b"INFO {}\r\n")
+    for n in range(3000):
+        parser.feed(msg("a", 2, b"x", reply=f"_INBOX.{n}"))
+    replies = [e[3] for e in parser.events if e[0] == "msg"]
+    assert replies == [f"_INBOX.{n}" for n in range(3000)]
+    assert len(parser._msg_lines) <= 1024  # the bound is the point
