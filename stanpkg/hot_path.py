@@ -18,6 +18,7 @@ MODULES = (
     "stanpkg.transport.connection",
     "stanpkg.server.wire",
     "stanpkg.server.delivery",
+    "stanpkg.server.subscriptions",
     "stanpkg.server.publish",
     "stanpkg.stores.file.messages",
     "stanpkg.stores.memory",

@@ -9,6 +9,10 @@ Entries are kept in non-decreasing expiration order (a dict keeps insertion orde
 new sends expire last, a redelivery re-inserts at the end, and messages handed over by
 a departing queue member are placed in front. The ack timer can therefore stop at the
 first entry that has not expired instead of sorting.
+
+Compiled in the compiled build (``stanpkg/hot_path.py``): delivery reads these fields for
+every message and ack, and compiled code reads a compiled class's fields directly, not
+through Python's attribute lookup (fan-out: 15 % less CPU, bench/README.md).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ SUITE = [
     "tests/server/test_publish.py",
     "tests/server/test_delivery.py",
     "tests/server/test_subscribe.py",
+    "tests/server/test_heartbeats.py",
     "tests/server/test_bad_input.py",
     "tests/server/test_limits.py",
     "tests/server/test_memory_store.py",
