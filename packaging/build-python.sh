@@ -30,7 +30,7 @@ for v in $LINUX_PYTHONS; do
     "$PY" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
         --implementation cp --python-version "$v" --abi "cp${v/./}" \
         "${platforms[@]}" --dest "$linux" \
-        "$DIST/stanpkg-$VERSION-py3-none-any.whl[postgres,mysql]" pip 2>>"$BUILD/build-python.log"
+        "$DIST/stanpkg-$VERSION-py3-none-any.whl[postgres,mysql,crc]" pip 2>>"$BUILD/build-python.log"
 done
 # stanpkg compiled (STANPKG_COMPILE=1, docs/install.md) for the CPython that builds it, from
 # the sdist: pip on a host with that Python takes it over the pure wheel, the others

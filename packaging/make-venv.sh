@@ -6,14 +6,14 @@
 # Run by the deb's postinst and the rpm's %post; an operator runs it again after changing
 # the system's Python (e.g. a dist-upgrade), or to add an extra:
 #   /usr/lib/stanpkg/make-venv [--extra NAME]...
-# Bundled extras (postgres, mysql) install offline; others (spark) come from the package
+# Bundled extras (postgres, mysql, crc) install offline; others (spark) come from the package
 # index pip is configured with, and are remembered in /etc/stanpkg/extras for the next run.
 # Environment: STANPKG_WHEELS, STANPKG_PREFIX, STANPKG_EXTRAS_FILE, STANPKG_PYTHON.
 set -eu
 wheels=${STANPKG_WHEELS:-/usr/lib/stanpkg/wheels}
 prefix=${STANPKG_PREFIX:-/opt/stanpkg}
 extras_file=${STANPKG_EXTRAS_FILE:-/etc/stanpkg/extras}
-bundled_extras=postgres,mysql
+bundled_extras=postgres,mysql,crc
 
 say() { echo "stanpkg make-venv: $*" >&2; }
 

@@ -71,6 +71,9 @@ def test_package_layout(deb_file: Path) -> None:
     # The SQL drivers are bundled (extras on pip, part of the package here).
     assert [w for w in wheels if w.startswith("psycopg_binary-")]
     assert [w for w in wheels if w.startswith("pymysql-")]
+    # So is ISA-L's CRC-32 for the FILE store (the crc extra), for every CPython.
+    for tag in ("cp311", "cp312", "cp313"):
+        assert [w for w in wheels if w.startswith("isal-") and f"-{tag}-" in w], tag
 
     def field(name: str) -> str:
         return subprocess.run(

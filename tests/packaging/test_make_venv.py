@@ -53,6 +53,7 @@ def test_make_venv_offline_then_again_with_an_unreachable_extra(
     # The drivers are bundled; pip itself is not left in the venv.
     site = next((prefix / "lib").glob("python3.*/site-packages"))
     assert (site / "psycopg").is_dir() and (site / "pymysql").is_dir()
+    assert (site / "isal").is_dir()  # the crc extra: the FILE store's fast CRC-32
     assert not (site / "pip").exists()
     inode = os.stat(prefix).st_ino
 

@@ -36,9 +36,9 @@ def test_sdist_and_wheel_contents(python_dist: Path) -> None:
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Optional dependencies are extras: SQL drivers and Spark only when asked for, and one
     # JSON Schema library.
-    for extra in ("postgres", "mysql", "spark"):
+    for extra in ("postgres", "mysql", "spark", "crc"):
         assert f"Provides-Extra: {extra}" in metadata, extra
-    for name in ("psycopg", "PyMySQL", "pyspark"):
+    for name in ("psycopg", "PyMySQL", "pyspark", "isal"):
         needed = [line for line in requires if line.split()[1].startswith(name)]
         assert needed and all("extra ==" in line for line in needed), needed
     assert not [line for line in requires if line.split()[1].startswith("jsonschema")]

@@ -201,3 +201,26 @@ def test_index_summary_both_column_paths(monkeypatch: object) -> None:
     assert (summary.count, summary.first_seq, summary.last_seq) == (4, 5, 9)
     assert summary.zero_tail_at == 4 + 4 * 32 and not summary.contiguous and offset == 36
     assert summary.total_bytes == 4 * (42 + 40)
+
+
+def test_ieee_crc_is_isal_where_installed_and_zlib_otherwise() -> None:
+    """The default polynomial's CRC is ISA-L's when the crc extra is installed (as for
+    the tests), zlib's otherwise, and the two agree on every input form the store hands
+    over: bytes, bytearray, memoryview slices (mmap'ed files), empty."""
+    import os
+    import subprocess
+    import sys
+
+    from stanpkg.stores.file.format.framing import crc32_func
+
+    crc = crc32_func()
+    assert crc.__module__ == "isal.isal_zlib"
+    for size in (0, 1, 7, 24, 150, 1100, 65536):
+        data = os.urandom(size)
+        view = memoryview(b"xx" + data + b"yy")[2 : 2 + size]
+        assert crc(data) == crc(bytearray(data)) == crc(view) == zlib.crc32(data), size
+    without = "import sys; sys.modules['isal'] = None\n" + (
+        "import zlib; from stanpkg.stores.file.format.framing import crc32_func\n"
+        "assert crc32_func() is zlib.crc32"
+    )
+    subprocess.run([sys.executable, "-c", without], check=True, timeout=60)

@@ -89,12 +89,23 @@ class _TableCrc32:
 
 
 def crc32_func(poly: int = IEEE_POLY) -> CrcFunc:
-    """CRC-32 with a reflected-form polynomial; IEEE uses the C-fast ``zlib.crc32``."""
+    """CRC-32 with a reflected-form polynomial; IEEE is computed in C (:func:`ieee_crc32`)."""
     if not 0 < poly <= 0xFFFFFFFF:
         raise ValueError(f"invalid CRC-32 polynomial: {poly:#x}")
     if poly == IEEE_POLY:
-        return zlib.crc32
+        return ieee_crc32()
     return _TableCrc32(poly)
+
+
+def ieee_crc32() -> CrcFunc:
+    """ISA-L's CRC-32 (the ``crc`` extra, python-isal) where installed, else zlib's: the
+    same function, ISA-L's 3-4 times faster on store records (bench/README.md); every
+    message stored, sent and acknowledged in the FILE store takes about four."""
+    try:
+        from isal.isal_zlib import crc32
+    except ImportError:
+        return zlib.crc32
+    return crc32
 
 
 def check_version(buf: Buffer, path: str) -> None:
