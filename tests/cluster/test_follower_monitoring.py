@@ -126,7 +126,7 @@ async def test_followers_answer_with_the_clusters_state(cluster: Cluster) -> Non
     # The other two nodes gone: the survivor's JetStream has no quorum; it answers with
     # what it knew.
     survivor, other = followers
-    known = views(survivor)
+    known = await agreed(leader, survivor)  # the client's close has reached it too
     leader.kill_with_its_nats_server()
     other.kill_with_its_nats_server()
     deadline = time.monotonic() + 25  # past a reading that times out, and more
