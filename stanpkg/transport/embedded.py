@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,9 @@ BINARY_ENV = "STANPKG_NATS_SERVER"  # explicit override of the binary's path
 _EXE = "nats-server.exe" if sys.platform == "win32" else "nats-server"
 _LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[([A-Z]{3})\] ?(.*)$")
 _LOOPBACK = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
+_DIR_PREFIX = "stanpkg-nats-"
+_PORTS_FILE = re.compile(r"_(\d+)\.ports$")
+_UNSTARTED_AGE = 600.0  # seconds: a directory without a ports file is left this long
 
 
 class NatsServerNotFoundError(NatsError, FileNotFoundError):
@@ -129,6 +133,53 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    # A zombie (dead, its parent gone, not reaped yet) still answers signal 0.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc to ask: count it as alive
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+
+
+def remove_leftover_dirs(parent: str, now: float) -> list[str]:
+    """Remove the private directories of embedded nats-servers that are gone: a killed
+    stanpkg (SIGKILL, OOM) cannot remove its own, and each holds a rendered config.
+
+    A directory is gone when the process named by its ports file no longer exists, or,
+    without a ports file (the start died first), when it is older than ten minutes. Only
+    this user's directories are touched. Returns the removed paths."""
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
+        return []
+    removed = []
+    with os.scandir(parent) as entries:
+        candidates = [
+            e for e in entries if e.name.startswith(_DIR_PREFIX) and e.is_dir(follow_symlinks=False)
+        ]
+    for entry in candidates:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != os.getuid():
+                continue
+            pids = [int(m.group(1)) for n in os.listdir(entry.path) if (m := _PORTS_FILE.search(n))]
+        except OSError:
+            continue
+        if pids:
+            stale = all(_process_is_gone(pid) for pid in pids)
+        else:
+            stale = now - info.st_mtime > _UNSTARTED_AGE
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
 class EmbeddedNatsServer:
     """A nats-server child process. ``start()``, then use ``client_url``; ``stop()`` at the end.
 
@@ -164,7 +215,10 @@ class EmbeddedNatsServer:
         if self._proc is not None:
             raise NatsError("the embedded nats-server was already started")
         binary = self._binary or find_nats_server_binary()
-        self._dir = tempfile.mkdtemp(prefix="stanpkg-nats-")
+        with contextlib.suppress(OSError):  # housekeeping: never a reason not to start
+            for path in remove_leftover_dirs(tempfile.gettempdir(), time.time()):
+                log.debug("removed %s, left by an embedded nats-server that is gone", path)
+        self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)
         self.config_text = render_config(self.config, ports_file_dir=self._dir)
         conf = self._conf_path = os.path.join(self._dir, "nats-server.conf")
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold passwords

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator
@@ -26,7 +27,7 @@ from stanpkg.transport import (
     find_nats_server_binary,
     split_log_line,
 )
-from stanpkg.transport.embedded import BINARY_ENV
+from stanpkg.transport.embedded import BINARY_ENV, remove_leftover_dirs
 from stanpkg.transport.natsconf import render_config
 from tests.transport.conftest import NatsProcess, free_port, pid_alive
 
@@ -244,6 +245,12 @@ def test_split_log_line() -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_nats_server_dies_with_its_parent(tmp_path: Path) -> None:
+    _kill_a_parent_of_nats_server(tmp_path, tmp_path)
+
+
+def _kill_a_parent_of_nats_server(tmp_path: Path, tmpdir: Path) -> None:
+    """A stanpkg-like parent (its temporary files in ``tmpdir``) killed with SIGKILL: its
+    nats-server dies with it."""
     script = tmp_path / "parent.py"
     script.write_text(
         "import asyncio\n"
@@ -256,7 +263,10 @@ def test_nats_server_dies_with_its_parent(tmp_path: Path) -> None:
         "    await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -278,3 +288,46 @@ def _is_zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+async def test_directories_of_killed_servers_are_removed_at_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed stanpkg leaves its nats-server's directory (config and ports file) behind;
+    the next embedded start removes it, and its own directory goes at its stop."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    _kill_a_parent_of_nats_server(tmp_path, tmpdir)
+    (left,) = tmpdir.iterdir()
+    assert left.name.startswith("stanpkg-nats-")
+    assert {p.suffix for p in left.iterdir()} == {".conf", ".ports"}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    async with embedded(EmbeddedNatsConfig(host="127.0.0.1", port=-1), Recorder()) as server:
+        (own,) = tmpdir.iterdir()
+        assert own != left and (own / f"nats-server_{server.pid}.ports").exists()
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_leftover_directories_rules(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+
+    def made(name: str, *files: str, age: float = 0) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        for file in files:
+            (path / file).write_text("x")
+        os.utime(path, (time.time() - age, time.time() - age))
+        return path
+
+    dead = made("stanpkg-nats-dead", "nats-server.conf", f"nats-server_{gone.pid}.ports")
+    live = made("stanpkg-nats-live", "nats-server.conf", f"nats-server_{os.getpid()}.ports")
+    starting = made("stanpkg-nats-starting", "nats-server.conf", age=60)
+    unstarted = made("stanpkg-nats-unstarted", "nats-server.conf", age=3600)
+    other = made("other-dead", f"nats-server_{gone.pid}.ports", age=3600)
+    (tmp_path / "stanpkg-nats-file").write_text("not a directory")
+    removed = remove_leftover_dirs(str(tmp_path), time.time())
+    assert sorted(removed) == sorted([str(dead), str(unstarted)])
+    assert not dead.exists() and not unstarted.exists()
+    assert live.exists() and starting.exists() and other.exists()
+    assert (tmp_path / "stanpkg-nats-file").exists()
