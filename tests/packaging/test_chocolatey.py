@@ -148,6 +148,10 @@ def test_nupkg_wheels_cover_windows_dependencies(nupkg_file: Path, tmp_path: Pat
 
     env = default_environment()
     env.update(sys_platform="win32", platform_system="Windows", os_name="nt", extra="")
+    # The extras the install script names: their requirements must be in the package too.
+    install = (CHOCO / "tools" / "chocolateyinstall.ps1").read_text()
+    (extras,) = re.findall(r"'stanpkg\[([a-z,]+)\]'", install)
+    assert "crc" in extras.split(",")  # ISA-L's CRC-32, bundled as in the deb and rpm
     wheels: dict[str, Path] = {}
     with zipfile.ZipFile(nupkg_file) as zf:
         for name in zf.namelist():
@@ -162,8 +166,12 @@ def test_nupkg_wheels_cover_windows_dependencies(nupkg_file: Path, tmp_path: Pat
         with zipfile.ZipFile(path) as wheel:
             for line in _requirements(wheel):
                 req = Requirement(line)
-                if req.marker is None or req.marker.evaluate(env):
+                chosen = ["", *extras.split(",")] if path.name.startswith("stanpkg-") else [""]
+                if req.marker is None or any(
+                    req.marker.evaluate({**env, "extra": extra}) for extra in chosen
+                ):
                     assert canonicalize_name(req.name) in wheels, f"{path.name} needs {req}"
+    assert wheels["isal"].name.endswith("-cp311-cp311-win_amd64.whl")
 
 
 def test_nuspec_version_placeholder_only_in_version() -> None:

@@ -27,6 +27,10 @@ SERVICE_PKG = ROOT / "windows" / "service" / "stanpkg_winsvc"
 # platform: `pip download --platform` uses this machine's markers).
 NOT_ON_WINDOWS = {"uvloop"}
 WINDOWS_ONLY = ("pywin32",)
+# The `crc` extra (ISA-L's CRC-32 for the FILE store) is bundled like the deb's: pinned from
+# the Linux wheelhouse, since the shared wheelhouse leaves it out for the Homebrew formula
+# (which would have to build ISA-L from source).
+PINNED_FROM_LINUX = ("isal",)
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: the same input gives the same package
 
 CONTENT_TYPES = """<?xml version="1.0" encoding="utf-8"?>
@@ -129,6 +133,13 @@ def windows_wheels(version: str) -> Path:
         name, ver = wheel.name.split("-")[:2]
         if name.replace("_", "-").lower() not in NOT_ON_WINDOWS | {"stanpkg"}:
             pins.append(f"{name}=={ver}")
+    for name in PINNED_FROM_LINUX:
+        found = sorted((BUILD / "wheelhouse-linux").glob(f"{name}-*.whl"))
+        if not found:
+            raise SystemExit(
+                f"no {name} wheel in {BUILD / 'wheelhouse-linux'}: run build-python.sh"
+            )
+        pins.append(f"{name}=={found[0].name.split('-')[1]}")
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.whl"):
         old.unlink()

@@ -66,7 +66,7 @@ if (Test-Path $venv) { Remove-Item -Recurse -Force $venv }
 Invoke-Checked $python @('-m', 'venv', $venv)
 $venvPython = Join-Path $venv 'Scripts\python.exe'
 Invoke-Checked $venvPython @('-m', 'pip', 'install', '--quiet', '--no-index',
-    '--find-links', (Join-Path $toolsDir 'wheels'), 'stanpkg[postgres,mysql]', 'pywin32')
+    '--find-links', (Join-Path $toolsDir 'wheels'), 'stanpkg[postgres,mysql,crc]', 'pywin32')
 $sitePackages = Join-Path $venv 'Lib\site-packages'
 Copy-Item -Recurse -Force (Join-Path $toolsDir 'stanpkg_winsvc') $sitePackages
 
