@@ -128,6 +128,7 @@ class ProtocolParser:
         self._info_seen = False
         # MSG control lines seen, each read once: (sid, subject, reply, payload size).
         self._msg_lines: dict[bytes, MsgLine] = {}
+        self._line_guess = 0  # the length of the last control line read
         self.in_msgs = 0
         self.in_bytes = 0
 
@@ -190,15 +191,25 @@ class ProtocolParser:
         size_total = len(buf)
         pos = 0
         msgs = 0
+        guess = self._line_guess
         while pos < size_total:
-            eol = find(b"\r\n", pos)
-            if eol < 0:
-                if size_total - pos > MAX_CONTROL_LINE:
-                    raise ProtocolError("nats: maximum control line exceeded")
-                self._need = size_total - pos + 1
-                break
-            line = buf[pos:eol]
-            known = msg_lines.get(line)
+            # The line is most often as long as the one before: two bytes read confirm the
+            # guess for a remembered line (which holds no CRLF), instead of a search.
+            known = None
+            eol = pos + guess
+            if guess and eol + 1 < size_total and buf[eol] == 13 and buf[eol + 1] == 10:
+                line = buf[pos:eol]
+                known = msg_lines.get(line)
+            if known is None:
+                eol = find(b"\r\n", pos)
+                if eol < 0:
+                    if size_total - pos > MAX_CONTROL_LINE:
+                        raise ProtocolError("nats: maximum control line exceeded")
+                    self._need = size_total - pos + 1
+                    break
+                line = buf[pos:eol]
+                known = msg_lines.get(line)
+                guess = eol - pos
             if known is None:
                 args = line.split()
                 if args and args[0] == b"HMSG":
@@ -226,7 +237,7 @@ class ProtocolParser:
             if end + 2 > size_total:
                 self._need = end + 2 - pos
                 break
-            if buf[end : end + 2] != b"\r\n":
+            if buf[end] != 13 or buf[end + 1] != 10:
                 raise ProtocolError("nats: parse error: message payload not terminated")
             pos = end + 2
             msgs += 1
@@ -241,6 +252,7 @@ class ProtocolParser:
             if sub.max_msgs and sub.received >= sub.max_msgs:
                 self._on_sub_done(sub)
         self.in_msgs += msgs
+        self._line_guess = guess
         return pos
 
     def _msg_line(self, line: bytes, args: list[bytes]) -> MsgLine:

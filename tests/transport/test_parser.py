@@ -238,3 +238,44 @@ def test_lines_unique_per_message_stay_bounded() -> None:
     replies = [e[3] for e in parser.events if e[0] == "msg"]
     assert replies == [f"_INBOX.{n}" for n in range(3000)]
     assert len(parser._msg_lines) <= 1024  # the bound is the point
+
+
+def test_a_line_as_long_as_the_one_before_is_read_for_what_it_is() -> None:
+    """The parser guesses a line ends where the previous one's length says and takes the
+    guess only for a remembered MSG line there: another line of that length (another
+    subject, a control line, an HMSG), a longer line starting with the same bytes, and a
+    CRLF inside a payload at that offset are all read for what they are."""
+    parser = fresh()
+    known = msg("abc", 1, b"x" * 12)  # "MSG abc 1 12": 12 bytes of line
+    assert known.index(b"\r\n") == 12
+    stream = b"".join(
+        [
+            b"INFO {}\r\n",
+            known,
+            msg("xyz", 1, b"y" * 12),  # same length, other subject
+            known,
+            hmsg("a", 1, b"NATS", b"z"),  # "HMSG a 1 4 5": same length
+            known,
+            msg("abc", 1, b"w" * 120),  # "MSG abc 1 120": starts with the known line
+            known,
+            msg("abc", 2, b"ab\r\n\r\nabcdefgh"),  # CRLF twelve bytes into the payload
+            b"PING\r\n",
+            known,
+        ]
+    )
+    for cut in range(1, len(stream)):
+        parser = fresh()
+        parser.feed(stream[:cut])
+        parser.feed(stream[cut:])
+        assert [e[1:] for e in parser.events if e[0] != "info"] == [
+            (1, "abc", "", b"x" * 12),
+            (1, "xyz", "", b"y" * 12),
+            (1, "abc", "", b"x" * 12),
+            (1, "a", "", b"z"),
+            (1, "abc", "", b"x" * 12),
+            (1, "abc", "", b"w" * 120),
+            (1, "abc", "", b"x" * 12),
+            (2, "abc", "", b"ab\r\n\r\nabcdefgh"),
+            (),
+            (1, "abc", "", b"x" * 12),
+        ], cut
