@@ -83,21 +83,23 @@ def ack_sequence(payload: bytes, prefix: bytes) -> int:
     takes two thirds of the time of a message object (bench/profiles/README.md)."""
     if not payload.startswith(prefix):
         return -1
-    size = len(payload) - len(prefix)
+    # Byte by byte: compiled, an index read is a C read; a slice would be a new object.
+    at = len(prefix)
+    size = len(payload) - at
     if size == 3:
-        b0, b1, b2 = payload[-3:]
+        b0, b1, b2 = payload[at], payload[at + 1], payload[at + 2]
         if b0 & b1 & 0x80 and b2 < 0x80:
             return b0 & 0x7F | (b1 & 0x7F) << 7 | b2 << 14
     elif size == 2:
-        b0, b1 = payload[-2:]
+        b0, b1 = payload[at], payload[at + 1]
         if b0 & 0x80 and b1 < 0x80:
             return b0 & 0x7F | b1 << 7
     elif size == 1:
-        b0 = payload[-1]
+        b0 = payload[at]
         if b0 < 0x80:
             return b0
     elif size == 4:
-        b0, b1, b2, b3 = payload[-4:]
+        b0, b1, b2, b3 = payload[at], payload[at + 1], payload[at + 2], payload[at + 3]
         if b0 & b1 & b2 & 0x80 and b3 < 0x80:
             return b0 & 0x7F | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14 | b3 << 21
     return -1
