@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import TOO_MANY_SUBS, ClientRecord, StoreError, SubRecord
@@ -31,9 +33,19 @@ def typed_records(path: Path) -> list[tuple[int, bytes]]:
     return out
 
 
-@pytest.mark.parametrize("sub_id", [1, 127, 128, 300, 2**21, 2**40])
-@pytest.mark.parametrize("seq", [1, 127, 128, 16383, 16384, 2**21 + 5, 2**35])
+# Every varint length's first and last value (the hand encoder unrolls 1 to 4 bytes).
+_EDGES = [1, 127, 128, 300, 16383, 16384, 2**21 - 1, 2**21, 2**21 + 5, 2**28 - 1, 2**28]
+
+
+@pytest.mark.parametrize("sub_id", [*_EDGES, 2**40])
+@pytest.mark.parametrize("seq", [*_EDGES, 2**35, 2**64 - 1])
 def test_update_payload_is_protobuf(sub_id: int, seq: int) -> None:
+    expected = spb.SubStateUpdate(ID=sub_id, seqno=seq).SerializeToString()
+    assert update_payload(sub_id, seq) == expected
+
+
+@given(sub_id=st.integers(0, 2**64 - 1), seq=st.integers(0, 2**64 - 1))
+def test_update_payload_is_protobuf_for_any_values(sub_id: int, seq: int) -> None:
     expected = spb.SubStateUpdate(ID=sub_id, seqno=seq).SerializeToString()
     assert update_payload(sub_id, seq) == expected
 
