@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import encode_varint
 from stanpkg.transport import NatsConnection, NatsError, NatsTimeoutError, NoRespondersError
 from stanpkg.transport.nuid import Nuid
 
@@ -33,25 +34,9 @@ class StanError(Exception):
     pass
 
 
-def varint(value: int) -> bytes:
-    # Sequences below 2**21 (three bytes) are nearly all of them: no loop for those.
-    if value < 0x80:
-        return bytes((value,))
-    if value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
-    if value < 0x200000:
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _field(number: int, data: bytes) -> bytes:
     """A length-delimited protobuf field (empty values are omitted, as proto3 does)."""
-    return b"" if not data else bytes([number << 3 | 2]) + varint(len(data)) + data
+    return b"" if not data else bytes([number << 3 | 2]) + encode_varint(len(data)) + data
 
 
 def _first_varint(data: bytes) -> int:
@@ -124,12 +109,12 @@ class StanSubscription:
         acks, self._acks = self._acks, []
         prefix = self._ack_prefix
         with contextlib.suppress(NatsError):  # the connection is gone: acks mean nothing
-            self.client.nc.publish_run(self.ack_inbox, [prefix + varint(s) for s in acks])
+            self.client.nc.publish_run(self.ack_inbox, [prefix + encode_varint(s) for s in acks])
 
     def set_ack_inbox(self, ack_inbox: str) -> None:
         self.ack_inbox = ack_inbox
         for sequence in self._early:
-            self.client.nc.publish(ack_inbox, self._ack_prefix + varint(sequence))
+            self.client.nc.publish(ack_inbox, self._ack_prefix + encode_varint(sequence))
         self._early.clear()
 
 

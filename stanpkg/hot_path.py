@@ -14,6 +14,7 @@ from typing import TypeVar
 __all__ = ["MODULES", "compiled_modules", "is_compiled", "mypyc_attr", "source_paths"]
 
 MODULES = (
+    "stanpkg.proto.encoders",
     "stanpkg.transport.parser",
     "stanpkg.transport.connection",
     "stanpkg.server.wire",

@@ -17,8 +17,8 @@ import signal
 import sys
 from dataclasses import dataclass, field
 
-from stanpkg.client import varint
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import encode_varint as varint
 from stanpkg.transport import NatsConnection
 
 

@@ -26,9 +26,10 @@ from google.protobuf.message import DecodeError
 from stanpkg.hot_path import is_compiled
 from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.server import errors, lenient
 from stanpkg.server.channels import Channel, ChannelError
-from stanpkg.server.wire import MsgEncoder, decode_pub_msg, encode_pub_ack, is_ctrl_msg
+from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:

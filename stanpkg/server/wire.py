@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
+from stanpkg.proto.encoders import encode_varint
 
 __all__ = [
-    "MsgEncoder",
     "ack_prefix",
     "ack_sequence",
     "decode_pub_msg",
@@ -18,55 +16,6 @@ __all__ = [
     "is_ctrl_msg",
     "redelivered",
 ]
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-class MsgEncoder:
-    """Encodes the MsgProtos of one channel and one timestamp (a publish batch), byte for
-    byte as protobuf does (fields in number order, defaults left out). The subject and
-    timestamp fields are encoded once by protobuf; per message only the sequence and the
-    payload's length remain: a third of the time of building a message object for each
-    publish (bench/profiles/README.md)."""
-
-    __slots__ = ("_subject", "_timestamp")
-
-    def __init__(self, subject: str, timestamp: int) -> None:
-        self._subject = pb.MsgProto(subject=subject).SerializeToString()
-        self._timestamp = pb.MsgProto(timestamp=timestamp).SerializeToString()
-
-    def encode_run(self, first: int, messages: Sequence[tuple[str, bytes]]) -> list[bytes]:
-        """The MsgProtos of ``messages`` (reply, data), numbered from ``first``."""
-        subject, stamp = self._subject, self._timestamp
-        sizes: dict[int, bytes] = {}  # payloads of one batch are mostly of a few sizes
-        records: list[bytes] = []
-        seq = first
-        for reply, data in messages:
-            # The sequence's varint, its common lengths unrolled.
-            if seq < 0x4000:
-                number = bytes((seq,)) if seq < 0x80 else bytes((seq & 0x7F | 0x80, seq >> 7))
-            elif seq < 0x200000:
-                number = bytes((seq & 0x7F | 0x80, (seq >> 7) & 0x7F | 0x80, seq >> 14))
-            else:
-                number = _varint(seq)
-            middle = subject + pb.MsgProto(reply=reply).SerializeToString() if reply else subject
-            if data:
-                size = len(data)
-                length = sizes.get(size)
-                if length is None:
-                    length = sizes[size] = _varint(size)
-                records.append(b"\x08%b%b\x22%b%b%b" % (number, middle, length, data, stamp))
-            else:
-                records.append(b"\x08%b%b%b" % (number, middle, stamp))
-            seq += 1
-        return records
 
 
 def ack_prefix(channel: str) -> bytes:
@@ -165,7 +114,7 @@ def decode_pub_msg(payload: bytes) -> PubFields | None:
 def redelivered(record: bytes, count: int) -> bytes:
     """A stored MsgProto with ``redelivered = true`` and ``redeliveryCount = count``
     appended (readers keep the last occurrence of a field; stored records have neither)."""
-    return record + b"\x30\x01\x38" + _varint(count)
+    return record + b"\x30\x01\x38" + encode_varint(count)
 
 
 def encode_pub_ack(guid: str, error: str = "") -> bytes:

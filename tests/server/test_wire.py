@@ -7,7 +7,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server.wire import MsgEncoder, ack_prefix, ack_sequence, decode_pub_msg
+from stanpkg.proto.encoders import MsgEncoder, encode_varint
+from stanpkg.server.wire import ack_prefix, ack_sequence, decode_pub_msg
 
 names = st.text(min_size=1, max_size=300)
 uint64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -31,6 +32,17 @@ def test_msg_encoder_writes_what_protobuf_writes(
         for i, (reply, data) in enumerate(messages)
     ]
     assert MsgEncoder(name, stamp).encode_run(first, messages) == expected
+
+
+# Every varint length's first and last value (the encoder unrolls 1 to 4 bytes).
+_VARINT_EDGES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**64 - 1]
+
+
+@given(value=st.one_of(uint64, st.sampled_from(_VARINT_EDGES)))
+def test_encode_varint_writes_what_protobuf_writes(value: int) -> None:
+    # Ack.sequence (field 2, a uint64) is the tag byte 0x10 and the varint.
+    expected = pb.Ack(sequence=value).SerializeToString()[1:] if value else b"\x00"
+    assert encode_varint(value) == expected
 
 
 @given(name=names, sequence=uint64)

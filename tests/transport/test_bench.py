@@ -13,8 +13,9 @@ import pytest
 from stanpkg.bench.cli import main, msgs_per_client
 from stanpkg.bench.fake_server import pubmsg_fields
 from stanpkg.bench.report import Benchmark, Sample, comma_format, human_bytes
-from stanpkg.client import StanBenchClient, StanSubscription, _first_varint, varint
+from stanpkg.client import StanBenchClient, StanSubscription, _first_varint
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import encode_varint as varint
 from tests.transport.conftest import NatsProcess, free_port
 
 

@@ -1,0 +1,74 @@
+"""Protobuf encodings written by hand, for what is encoded once per message: the base-128
+varint (sequences, sizes, subscription records) and a channel's MsgProtos.
+
+Both give protobuf's bytes exactly (tests/server/test_wire.py checks them against it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stanpkg.proto import protocol_pb2 as pb
+
+__all__ = ["MsgEncoder", "encode_varint"]
+
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
+def encode_varint(value: int) -> bytes:
+    """``value`` (0 to 2^64 - 1) as protobuf encodes an unsigned varint.
+
+    The common lengths are unrolled: the bytes are put together as one little-endian
+    integer, whose ``to_bytes`` is a C call in the compiled build (stanpkg/hot_path.py),
+    where ``bytes((a, b, c))`` built a tuple first (70 against 20 ns)."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    low = value & 0x7F | 0x80
+    if value < 0x4000:
+        return (low | (value >> 7) << 8).to_bytes(2, "little")
+    low |= (value >> 7 & 0x7F | 0x80) << 8
+    if value < 0x200000:
+        return (low | (value >> 14) << 16).to_bytes(3, "little")
+    if value < 0x10000000:
+        low |= (value >> 14 & 0x7F | 0x80) << 16
+        return (low | (value >> 21) << 24).to_bytes(4, "little")
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class MsgEncoder:
+    """Encodes the MsgProtos of one channel and one timestamp (a publish batch), byte for
+    byte as protobuf does (fields in number order, defaults left out). The subject and
+    timestamp fields are encoded once by protobuf; per message only the sequence and the
+    payload's length remain: a third of the time of building a message object for each
+    publish (bench/profiles/README.md)."""
+
+    __slots__ = ("_subject", "_timestamp")
+
+    def __init__(self, subject: str, timestamp: int) -> None:
+        self._subject = pb.MsgProto(subject=subject).SerializeToString()
+        self._timestamp = pb.MsgProto(timestamp=timestamp).SerializeToString()
+
+    def encode_run(self, first: int, messages: Sequence[tuple[str, bytes]]) -> list[bytes]:
+        """The MsgProtos of ``messages`` (reply, data), numbered from ``first``."""
+        subject, stamp = self._subject, self._timestamp
+        sizes: dict[int, bytes] = {}  # payloads of one batch are mostly of a few sizes
+        records: list[bytes] = []
+        seq = first
+        for reply, data in messages:
+            number = encode_varint(seq)
+            middle = subject + pb.MsgProto(reply=reply).SerializeToString() if reply else subject
+            if data:
+                size = len(data)
+                length = sizes.get(size)
+                if length is None:
+                    length = sizes[size] = encode_varint(size)
+                records.append(b"\x08%b%b\x22%b%b%b" % (number, middle, length, data, stamp))
+            else:
+                records.append(b"\x08%b%b%b" % (number, middle, stamp))
+            seq += 1
+        return records
