@@ -84,7 +84,7 @@ class PayloadCipher:
     every encryption (Go's scheme); readers always take the nonce stored in the payload.
     """
 
-    __slots__ = ("_aeads", "_code", "_key", "_nonce")
+    __slots__ = ("_aeads", "_code", "_key", "_nonce", "_prefix")
 
     def __init__(self, key: bytes, cipher: int = CIPHER_AES, *, initial_counter: int = 1) -> None:
         if len(key) != 32:
@@ -93,6 +93,7 @@ class PayloadCipher:
             raise EncryptionError("encryption cipher not supported")
         self._key = key
         self._code = cipher
+        self._prefix = bytes((cipher,))  # the cipher code, first byte of every payload
         self._aeads: dict[int, AESGCM | ChaCha20Poly1305] = {}
         start = os.urandom(4) + (initial_counter % (1 << 64)).to_bytes(8, "big")
         self._nonce = int.from_bytes(start, "big")
@@ -115,7 +116,7 @@ class PayloadCipher:
         nonce = self._nonce.to_bytes(NONCE_SIZE, "big")
         self._nonce = (self._nonce + 1) % _NONCE_MOD
         sealed = self._aead(self._code).encrypt(nonce, plaintext, None)
-        return bytes((self._code,)) + nonce + sealed
+        return b"".join((self._prefix, nonce, sealed))
 
     def decrypt(self, payload: bytes) -> bytes:
         """Decrypt per encryption.md §4.2; data without a cipher code is plaintext."""

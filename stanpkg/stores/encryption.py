@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     ChannelStore,
     ClientRecord,
@@ -152,8 +153,14 @@ class EncryptingMessageStore(MessageStore):
             return
         inner, cipher = self.inner, self.cipher
         first = inner.last_assigned_sequence + 1
-        # Not ``fields``: they are the plaintext; the inner store sees the encrypted records.
-        inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
+        if len(fields) == len(records) and timestamps.count(timestamps[0]) == len(timestamps):
+            # A publish batch: its records are the encoder's of (reply, data), one stamp,
+            # so the encrypted ones are built the same way, without decoding any.
+            sealed = [(reply, cipher.encrypt(data)) for reply, data in fields]
+            encoder = MsgEncoder(self.name, timestamps[0])
+            inner.store(encoder.encode_run(first, sealed), timestamps, guids, sealed)
+        else:
+            inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
         now = time.monotonic()
         recent = self._recent
         recent.remember(records, first, now)

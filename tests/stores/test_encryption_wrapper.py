@@ -14,8 +14,10 @@ import pytest
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto.encoders import MsgEncoder
+from stanpkg.stores import encryption
 from stanpkg.stores.base import ChannelStore, Store, StoreError
-from stanpkg.stores.crypto import CIPHER_AES, OVERHEAD
+from stanpkg.stores.crypto import CIPHER_AES, OVERHEAD, PayloadCipher
 from stanpkg.stores.encryption import (
     EncryptingMessageStore,
     EncryptingStore,
@@ -140,6 +142,55 @@ def test_payloads_are_encrypted_at_rest_and_round_trip(backend: Backend) -> None
         if backend.kind == "file":
             directory = Path(backend.args[-1])
             assert b"secret payload" not in (directory / "foo" / "msgs.1.dat").read_bytes()
+
+    run(scenario)
+
+
+def test_a_publish_batch_is_sealed_from_its_fields(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's batches come with their (reply, data) and one timestamp: the wrapper
+    builds the encrypted records from those, without decoding a record, and they read
+    back as the very records stored; a batch of several timestamps is sealed record by
+    record. Both give the inner store the same layout."""
+
+    decoded: list[bytes] = []
+    record_by_record = encryption.encrypt_record
+
+    def counted(record: bytes, cipher: PayloadCipher) -> bytes:
+        decoded.append(record)
+        return record_by_record(record, cipher)
+
+    monkeypatch.setattr(encryption, "encrypt_record", counted)
+
+    async def scenario() -> None:
+        store = backend.open(*KEY)
+        started(store)
+        channel = store.create_channel("foo")
+        fields = [("", b"secret one"), ("_INBOX.reply", b"secret two"), ("r", b"")]
+        batch = MsgEncoder("foo", T0).encode_run(1, fields)
+        channel.msgs.store(batch, [T0] * 3, ["g1", "g2", "g3"], fields)
+        mixed = messages(4, 2)  # T0 + 4, T0 + 5
+        channel.msgs.store(mixed, [T0 + 4, T0 + 5], ["g4", "g5"], [("", b"a"), ("", b"b")])
+        await channel.msgs.flush()
+        assert decoded == mixed  # the batch of one timestamp was not decoded
+        records = [*batch, *mixed]
+        forget_plaintext(channel)
+        assert [channel.msgs.lookup(s) for s in range(1, 6)] == records  # decrypted
+        for seq, record in enumerate(records, 1):
+            msgs = channel.msgs
+            assert isinstance(msgs, EncryptingMessageStore)
+            raw = msgs.inner.lookup(seq)
+            assert raw is not None
+            sealed, plain = pb.MsgProto.FromString(raw), pb.MsgProto.FromString(record)
+            assert (sealed.sequence, sealed.subject, sealed.reply, sealed.timestamp) == (
+                plain.sequence,
+                plain.subject,
+                plain.reply,
+                plain.timestamp,
+            )
+            assert sealed.data != plain.data if plain.data else sealed.data == b""
+        store.close()
 
     run(scenario)
 
