@@ -46,26 +46,30 @@ def _panel(ax: Any, rows: Sequence[Comparison], others: Sequence[str], title: st
                 ecolor="black",
                 capsize=3,
             )
-            label = f"{ratio.median:.2f}"
             if row.metric in LOWER_IS_BETTER:
-                label += "\nlower is\nbetter"
                 ax.hlines(RSS_TARGET, x - width / 2, x + width / 2, colors="red", linewidth=2)
+            # Upright, the labels of neighbouring bars overlapped once there were 3+ sides.
             ax.annotate(
-                label,
+                f"{ratio.median:.2f}",
                 (x, ratio.high),
                 textcoords="offset points",
                 xytext=(0, 3),
                 ha="center",
+                va="bottom",
+                rotation=90,
                 fontsize=7,
             )
     ax.axhline(TARGET, color="red", linestyle="--", linewidth=1)
-    ax.text(-0.5, TARGET, f" target {TARGET}", color="red", va="bottom", fontsize=8)
+    right = len(scenarios) - 0.45
+    ax.text(right, TARGET, f"target {TARGET} ", color="red", ha="right", va="bottom", fontsize=8)
     ax.axhline(1.0, color="black", linewidth=0.5)
-    ax.set_xticks(range(len(scenarios)), scenarios, rotation=15, ha="right")
+    lower = {row.scenario for row in rows if row.metric in LOWER_IS_BETTER}
+    ticks = [f"{s}\n(lower is better)" if s in lower else s for s in scenarios]
+    ax.set_xticks(range(len(scenarios)), ticks, rotation=15, ha="right")
     ax.set_xlim(-0.6, len(scenarios) - 0.4)
     ax.set_ylabel("stanpkg ÷ Go")
     top = max((r.high for row in rows for r in row.ratios.values()), default=1.0)
-    ax.set_ylim(0, max(1.2, top) * 1.18)
+    ax.set_ylim(0, max(1.2, top) * 1.25)  # room for the upright labels
     ax.set_title(title, fontsize=9)
 
 
@@ -86,9 +90,9 @@ def draw(
 
     others = [s for s in sides if s != REFERENCE]
     most = max((len({r.scenario for r in rows}) for _, rows in panels), default=1)
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(max(8.0, 1.2 * most), 4.2 * len(panels)), squeeze=False
-    )
+    bars = max((len(rows) * len(others) for _, rows in panels), default=1)
+    width = max(8.0, 1.2 * most, 0.22 * bars) + 2.0  # + the legend
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 4.2 * len(panels)), squeeze=False)
     for ax, (panel_title, rows) in zip(axes[:, 0], panels, strict=True):
         _panel(ax, rows, others, panel_title)
     legend: list[Artist] = [
@@ -100,7 +104,8 @@ def draw(
         for m, h in (("published/s", ""), ("delivered/s", "//"), ("VmRSS", "xx"))
     ]
     legend.append(Line2D([], [], color="black", marker="_", label="min–max of the rounds' ratios"))
-    axes[0, 0].legend(handles=legend, loc="upper left", fontsize=7, ncols=2)
+    # Beside the plot: inside, it covered the first group's labels.
+    axes[0, 0].legend(handles=legend, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
