@@ -117,13 +117,18 @@ def redelivered(record: bytes, count: int) -> bytes:
     return record + b"\x30\x01\x38" + encode_varint(count)
 
 
+# The guid field's tag and one-byte length, for every length that takes one byte (an
+# empty guid is left out, as protobuf does).
+_GUID_FIELD = (b"", *(b"\x0a" + bytes((size,)) for size in range(1, 0x80)))
+
+
 def encode_pub_ack(guid: str, error: str = "") -> bytes:
-    """``PubAck{guid, error}``; the common success case is three concatenations."""
+    """``PubAck{guid, error}``; the common success case is one concatenation."""
     if error:
         return pb.PubAck(guid=guid, error=error).SerializeToString()
     raw = guid.encode()
     if len(raw) < 0x80:
-        return b"\x0a" + bytes((len(raw),)) + raw
+        return _GUID_FIELD[len(raw)] + raw
     return pb.PubAck(guid=guid).SerializeToString()
 
 

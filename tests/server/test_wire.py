@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto.encoders import MsgEncoder, encode_varint
-from stanpkg.server.wire import ack_prefix, ack_sequence, decode_pub_msg
+from stanpkg.server.wire import ack_prefix, ack_sequence, decode_pub_msg, encode_pub_ack
 
 names = st.text(min_size=1, max_size=300)
 uint64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -139,3 +139,12 @@ def test_decode_pub_msg_leaves_other_forms_to_protobuf() -> None:
     assert decode_pub_msg(guid + b"\x12\x80\x80\x80\x80\x01") is None  # 5-byte length
     assert decode_pub_msg(guid[:-1]) is None  # cut short
     assert decode_pub_msg(b"") == ("", "", "", "", b"", b"")  # all defaults, as protobuf
+
+
+@given(guid=st.text(max_size=200), error=st.one_of(st.just(""), st.text(max_size=50)))
+def test_encode_pub_ack_writes_what_protobuf_writes(guid: str, error: str) -> None:
+    # Guids of 127 and 128 bytes are the edge of the one-byte length the fast form takes.
+    assert encode_pub_ack(guid, error) == pb.PubAck(guid=guid, error=error).SerializeToString()
+    for size in (0, 127, 128):
+        edge = "g" * size
+        assert encode_pub_ack(edge) == pb.PubAck(guid=edge).SerializeToString()
