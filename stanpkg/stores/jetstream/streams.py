@@ -625,12 +625,11 @@ async def ensure_stream(
 ) -> StreamState:
     """Create the stream, or bring an existing one's limits to ``config``; its state.
 
-    Two servers can answer for an existing stream, and after a serving node's death either
-    may be electing for 4-9 s: JetStream's metadata leader answers a create with the same
-    configuration (also while the stream elects its leader), the stream's leader answers
-    a read (also while the metadata leader is elected). Both are asked at once, again
-    every LEADER_PROBE_EVERY seconds for ``leader_timeout`` (a server just elected answers
-    only what comes after its election), and the first answer that settles it is taken."""
+    After a serving node's death the stream's leader, JetStream's metadata leader, or both
+    may be electing for 4-9 s. A create and a read are sent at once, again every
+    LEADER_PROBE_EVERY seconds for ``leader_timeout`` (a server just elected answers only
+    what comes after its election), and the first answer that settles it is taken: for a
+    stream that exists, only its leader's (see :func:`_create_or_read`)."""
     name = config["name"]
     try:
         kind, answer = await first_answer(
@@ -660,34 +659,47 @@ async def _create_or_read(
     conn: NatsConnection, config: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """The first answer that settles whether and how the stream exists: ("created",
-    answer) when the create succeeded (the stream is new, or exists with this
-    configuration), ("refused", answer) when it failed for another reason than an
-    existing stream, ("exists", info) when the stream's leader answered its info,
-    ("unreadable", info) when the info failed for another reason than a missing stream.
-    StoreError when neither settles it (no answer, or an info that says "not found" and a
-    create that says "exists with another configuration" or does not answer)."""
+    answer) when the create made the stream, ("refused", answer) when it failed for another
+    reason than an existing stream, ("exists", info) when the stream's leader answered its
+    info, ("unreadable", info) when the info failed for another reason than a missing
+    stream. StoreError when neither settles it (no answer, or an info that says "not
+    found" and a create that says "exists with another configuration" or does not answer).
+
+    A create of a stream that exists with this configuration is answered by JetStream's
+    metadata leader from its own replica, also while the stream elects a leader after a
+    node's death; that replica may not have applied the last writes yet (its leader died
+    before telling it they were committed), so the answer can show an empty stream that
+    holds messages. Only the stream leader's info is taken for an existing stream; the
+    create settles only when it made the stream (``did_create``, or, from a server that
+    does not say, when the info found no stream)."""
     name = config["name"]
     create = asyncio.ensure_future(_api(conn, f"STREAM.CREATE.{name}", config))
     info = asyncio.ensure_future(_api(conn, f"STREAM.INFO.{name}", None))
-    # Per request: what its success means, the error that leaves it open, what any other
-    # error means. The create is looked at first when both have answered.
-    rules = (
-        (create, "created", STREAM_NAME_IN_USE, "refused"),
-        (info, "exists", STREAM_NOT_FOUND, "unreadable"),
-    )
+    created: dict[str, Any] | None = None  # a create answered without did_create
+    missing = False  # the info said there is no such stream
     try:
         pending: set[asyncio.Future[dict[str, Any]]] = {create, info}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for future, settled, open_code, failed in rules:
-                if future not in done or future.exception() is not None:
-                    continue
-                answer = future.result()
+            if info in done and info.exception() is None:
+                answer = info.result()
                 error = answer.get("error")
                 if not error:
-                    return settled, answer
-                if error.get("err_code") != open_code:
-                    return failed, answer
+                    return "exists", answer
+                if error.get("err_code") != STREAM_NOT_FOUND:
+                    return "unreadable", answer
+                missing = True
+            if create in done and create.exception() is None:
+                answer = create.result()
+                error = answer.get("error")
+                if error and error.get("err_code") != STREAM_NAME_IN_USE:
+                    return "refused", answer
+                if not error:
+                    if answer.get("did_create"):
+                        return "created", answer
+                    created = answer
+            if missing and created is not None:
+                return "created", created
         raise StoreError(f"JetStream did not settle whether stream {name} exists")
     finally:
         create.cancel()

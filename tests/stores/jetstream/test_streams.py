@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import re
+import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -22,6 +25,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.streams import (
     StreamFenced,
+    StreamState,
     StreamWriter,
     atomic_batch_messages,
     batch_headers,
@@ -31,6 +35,7 @@ from stanpkg.stores.jetstream.streams import (
     read_range,
     stream_config,
     stream_name,
+    stream_replicas,
     stream_state,
     stream_subject,
     to_stream_message,
@@ -43,6 +48,7 @@ from tests.stores.jetstream.conftest import (
     start_jetstream_cluster,
     stop_nats,
 )
+from tests.transport.conftest import NatsProcess, nats_server, start_nats  # noqa: F401
 
 UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
 _clusters = itertools.count(1)
@@ -420,3 +426,96 @@ async def test_an_existing_stream_is_ensured_without_a_metadata_leader(
         state = await asyncio.wait_for(ensure_stream(conn, config, leader_timeout=2), 3.5)
         assert time.monotonic() - started < 3.5  # JetStream's election takes 4 s at least
         assert state == created
+
+
+# What JetStream's API answered in each case (nats-server 2.15, three servers): a create of
+# a stream that exists with the same configuration comes back without "did_create", with the
+# state of whichever replica answered; only a create that made the stream says
+# "did_create"; the info comes from the stream's leader only (none while it elects).
+_EXISTING_ANSWERED_BY_A_REPLICA = {"config": {}, "state": {"first_seq": 0, "last_seq": 0}}
+_LEADERS_INFO = {"config": {}, "state": {"first_seq": 1, "last_seq": 10}}
+_MADE = {"config": {}, "state": {"first_seq": 0, "last_seq": 0}, "did_create": True}
+_NOT_FOUND = {"error": {"code": 404, "err_code": 10059, "description": "stream not found"}}
+
+
+async def _answering(
+    url: str, name: str, create: dict[str, Any], info: dict[str, Any] | None, delay: float
+) -> StreamState:
+    """ensure_stream against a stand-in for JetStream's API on a plain nats-server (the
+    race of a failover cannot be had on demand): ``create`` answered at once, ``info``
+    after ``delay`` seconds (never if None)."""
+    async with connected(url) as api, connected(url) as conn:
+
+        def answer(body: dict[str, Any], wait: float) -> Callable[[str, str, bytes], None]:
+            def on_request(_subject: str, reply: str, _data: bytes) -> None:
+                async def later() -> None:
+                    await asyncio.sleep(wait)
+                    api.publish(reply, json.dumps(body).encode())
+
+                tasks.add(asyncio.get_running_loop().create_task(later()))
+
+            return on_request
+
+        tasks: set[asyncio.Task[None]] = set()
+        api.subscribe(f"$JS.API.STREAM.CREATE.{name}", answer(create, 0))
+        if info is not None:
+            api.subscribe(f"$JS.API.STREAM.INFO.{name}", answer(info, delay))
+        await api.flush()
+        try:
+            return await ensure_stream(conn, {"name": name}, leader_timeout=3)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+
+async def test_an_existing_stream_is_taken_from_its_leaders_info(
+    nats_server: NatsProcess,  # noqa: F811
+) -> None:
+    """Seen in a three-node failover (tests/cluster): the promoted node's create was
+    answered at once by a replica that had not applied the dead leader's last committed
+    writes, an empty stream that held 10 messages. The create of an existing stream does
+    not settle it: the leader's info, once elected, does."""
+    url = nats_server.url
+    state = await _answering(url, "S1", _EXISTING_ANSWERED_BY_A_REPLICA, _LEADERS_INFO, 0.3)
+    assert (state.first_seq, state.last_seq) == (1, 10)
+    # A create that made the stream settles at once (a new stream has no leader to ask
+    # yet); so does one from a server that does not say did_create, when the info finds no
+    # stream.
+    assert (await _answering(url, "S2", _MADE, None, 0)).last_seq == 0
+    assert (await _answering(url, "S3", _EXISTING_ANSWERED_BY_A_REPLICA, _NOT_FOUND, 0)) == (
+        StreamState(0, 0, 0, 0, False)
+    )
+    with pytest.raises(StoreError, match="did not settle"):  # no leader ever: no guess
+        await _answering(url, "S4", _EXISTING_ANSWERED_BY_A_REPLICA, None, 0)
+
+
+@pytest.mark.slow
+async def test_an_existing_stream_is_read_from_its_leader_not_a_lagging_replica(
+    monitored_cluster: tuple[list[NatsProc], list[int]],
+) -> None:
+    """Seen in a three-node failover (tests/cluster): the serving node led the channel's
+    stream and died right after its last writes were committed. JetStream's metadata
+    leader answered the promoted node's create at once from its own replica, which had
+    not applied those writes: an empty stream. Only the stream leader's state counts:
+    ensure waits for the new leader, which has every committed write."""
+    servers, http_ports = monitored_cluster
+    names = [f"js{index + 1}" for index in range(3)]
+    meta = names.index(metadata_leader(http_ports[0]))
+    config = stream_config(new_cluster(), "orders", UNLIMITED, replicas=3)
+    first = servers[(meta + 1) % 3][1]
+    async with connected(first) as conn:
+        state = await ensure_stream(conn, config)
+        await lead_elsewhere(first, config["name"], avoid=names[meta])
+        leader = names.index((await stream_replicas(conn, config["name"]))[0])
+    survivor = next(i for i in range(3) if i not in (meta, leader))
+    async with connected(servers[survivor][1]) as conn:
+        writer = StreamWriter(conn, subject=config["subjects"][0], last_sequence=state.last_seq)
+        servers[meta][0].send_signal(signal.SIGSTOP)  # its replica misses the writes
+        try:
+            write(writer, 1, 10)
+            assert all(r.ok for r in await writer.flush())  # the leader and the survivor
+            servers[leader][0].kill()
+        finally:
+            servers[meta][0].send_signal(signal.SIGCONT)
+        state = await ensure_stream(conn, config, leader_timeout=30)
+        assert (state.first_seq, state.last_seq) == (1, 10)
