@@ -665,13 +665,13 @@ async def _create_or_read(
     stream. StoreError when neither settles it (no answer, or an info that says "not
     found" and a create that says "exists with another configuration" or does not answer).
 
-    A create of a stream that exists with this configuration is answered by JetStream's
-    metadata leader from its own replica, also while the stream elects a leader after a
-    node's death; that replica may not have applied the last writes yet (its leader died
-    before telling it they were committed), so the answer can show an empty stream that
-    holds messages. Only the stream leader's info is taken for an existing stream; the
-    create settles only when it made the stream (``did_create``, or, from a server that
-    does not say, when the info found no stream)."""
+    A create of a stream that exists with this configuration is answered, also while the
+    stream elects a leader after a node's death, from one replica's local state; that
+    replica may not have applied the last writes yet (its leader died before telling it
+    they were committed), so the answer can show an empty stream that holds messages.
+    Only the stream leader's info is taken for an existing stream; the create settles
+    only when it made the stream (``did_create``, or, from a server that does not say,
+    when the info found no stream)."""
     name = config["name"]
     create = asyncio.ensure_future(_api(conn, f"STREAM.CREATE.{name}", config))
     info = asyncio.ensure_future(_api(conn, f"STREAM.INFO.{name}", None))
