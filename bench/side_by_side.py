@@ -11,10 +11,13 @@ of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs w
 own interpreter. Every run is printed as a JSON line and kept in ``runs.jsonl``;
 ``--go-ns`` adds the side ``go-ns``: the Go server on a separate nats-server, the
 topology of stanpkg's server (one more process hop per message than the Go server with
-NATS embedded). ``summary.md`` gives min / median / max of each side and the ratios of
-medians, which are the only figures to quote (absolute rates on this machine vary by 30 %
-from one hour to the next); ``chart.png`` draws the ratios. Each run also records the CPU
-seconds of every server process and of stan-bench while stan-bench ran.
+NATS embedded). ``--floor`` adds, on the sync round trips only, ``acker-ns`` and
+``pyacker-ns``: a Go and a Python server in that topology that acknowledge each publish at
+once and do nothing else (bench/sidebyside/floor/), the best any such server can reach.
+``summary.md`` gives min / median / max of each side and the ratios of medians, which are
+the only figures to quote (absolute rates on this machine vary by 30 % from one hour to the
+next); ``chart.png`` draws the ratios. Each run also records the CPU seconds of every
+server process and of stan-bench while stan-bench ran.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ and stanbench. To build them (Go >= 1.19, no network needed once the clones exis
     git clone --bare https://github.com/nats-io/nats.go /tmp/nats.go.git
     bash ../shared/reference/build.sh /tmp/nss.git /tmp/stan.go.git /tmp/nats.go.git /tmp/goref
     export STANPKG_REFERENCE_DIR=/tmp/goref"""
+FLOOR_HINT = """\
+--floor needs the Go acker in STANPKG_REFERENCE_DIR; build it with the same clone:
+    bash bench/sidebyside/floor/build_acker.sh /tmp/nss.git $STANPKG_REFERENCE_DIR"""
 BENCH_TIMEOUT = 900.0
 
 
@@ -60,6 +66,17 @@ class Side:
     name: str  # go, head, base
     command: list[str]
     cwd: Path
+    round_trips_only: bool = False  # a floor: acknowledges publishes, stores nothing
+
+
+def floor_sides(reference: Path) -> list[Side]:
+    """The floors of a sync publish's round trip beside a separate nats-server: a Go and
+    a Python server that acknowledge every publish at once and do nothing else."""
+    wrapper = str(ROOT / "bench" / "sidebyside" / "go_on_nats.py")
+    py_acker = str(ROOT / "bench" / "sidebyside" / "floor" / "py_acker.py")
+    go = [sys.executable, wrapper, nats_server(), str(reference / "acker")]
+    python = [sys.executable, wrapper, nats_server(), py_acker]
+    return [Side("acker-ns", go, reference, True), Side("pyacker-ns", python, ROOT, True)]
 
 
 def sides(reference: Path, baseline: Path | None, go_ns: bool = False) -> list[Side]:
@@ -193,6 +210,11 @@ def parse_args() -> argparse.Namespace:
         help="also run the Go reference on a separate nats-server (stanpkg's topology)",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run, on the sync round trips, servers that only acknowledge (the floor)",
+    )
+    parser.add_argument(
         "--report", type=Path, metavar="DIR", help="only rewrite DIR's summary.md and chart.png"
     )
     return parser.parse_args()
@@ -219,6 +241,8 @@ def run_rounds(
                         continue
                     order = all_sides if round_no % 2 == 0 else all_sides[::-1]
                     for side in order:
+                        if side.round_trips_only and not scenario.is_round_trip:
+                            continue
                         run: dict[str, Any] = {"round": round_no, "scenario": name}
                         run |= {"side": side.name, "cores": cores}
                         try:
@@ -290,6 +314,11 @@ def main() -> int:
         )  # refuses a count this machine does not have, up front
     baseline = os.environ.get("STANPKG_BASELINE_DIR")
     all_sides = sides(reference, Path(baseline) if baseline else None, args.go_ns)
+    if args.floor:
+        if not (reference / "acker").is_file():
+            print(FLOOR_HINT, file=sys.stderr)
+            return 2
+        all_sides += floor_sides(reference)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.out or ROOT / "bench" / "results" / stamp
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,9 @@ def split_listen_args(args: list[str]) -> tuple[str, str, list[str]]:
 
 
 def nss_argv(nss: str, host: str, port: str, rest: list[str]) -> list[str]:
-    return [nss, "-ns", f"nats://{host}:{port}", *rest]
+    """A Python script (the floor's py_acker.py) runs under this interpreter."""
+    program = [sys.executable, nss] if nss.endswith(".py") else [nss]
+    return [*program, "-ns", f"nats://{host}:{port}", *rest]
 
 
 def _die_with_parent() -> None:  # runs in the child, before exec
@@ -72,7 +74,8 @@ def main(argv: list[str]) -> None:
         preexec_fn=_die_with_parent,  # safe: no threads here yet
     )
     _wait_listening(host, int(port), nats)
-    os.execv(nss, nss_argv(nss, host, port, rest))
+    argv = nss_argv(nss, host, port, rest)
+    os.execv(argv[0], argv)
 
 
 if __name__ == "__main__":

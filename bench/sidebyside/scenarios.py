@@ -26,6 +26,10 @@ class Scenario:
     def uses_file_store(self) -> bool:
         return "file" in self.server_args
 
+    @property
+    def is_round_trip(self) -> bool:  # one publisher waiting for each PubAck, no subscriber
+        return "-sync" in self.bench_args
+
     def bench_argv(self, max_msgs: int | None) -> list[str]:
         return [*self.bench_args, "-n", str(self.count(max_msgs)), "-ms", str(self.msg_size)]
 

@@ -268,3 +268,54 @@ def test_go_on_nats_becomes_the_go_server_and_takes_its_nats_server_along(
     while Path(f"/proc/{children[0]}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{children[0]}").exists()
+
+
+def test_python_floor_acknowledges_sync_publishes_and_closes() -> None:
+    """The floor side pyacker-ns as the harness starts it: go_on_nats.py, a real
+    nats-server, then py_acker.py on it; a STAN client connects, publishes synchronously
+    (each PubAck carries its guid back) and closes."""
+    import asyncio
+
+    from stanpkg.client import StanBenchClient
+    from stanpkg.transport import NatsConnection
+    from stanpkg.transport.embedded import find_nats_server_binary
+    from tests.ports import free_port
+
+    port = free_port()
+    wrapper = ROOT / "bench" / "sidebyside" / "go_on_nats.py"
+    py_acker = ROOT / "bench" / "sidebyside" / "floor" / "py_acker.py"
+    argv = [sys.executable, str(wrapper), find_nats_server_binary(), str(py_acker)]
+    argv += ["-a", "127.0.0.1", "-p", str(port), "-cid", "bench", "-st", "file", "-dir", "x"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().strip() == "Streaming Server is ready"
+
+        async def publish() -> int:
+            nc = await NatsConnection.connect(f"nats://127.0.0.1:{port}")
+            try:
+                stan = await StanBenchClient.connect(nc, "bench", "floor-test")
+                for n in range(50):
+                    await stan.publish("foo", b"%d" % n, timeout=5)
+                await stan.close()
+                return stan.acked
+            finally:
+                await nc.close()
+
+        assert asyncio.run(publish()) == 50
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert proc.returncode == 0  # SIGTERM is its stop signal
+
+
+def test_floor_needs_the_go_acker(tmp_path: Path) -> None:
+    for binary in ("nats-streaming-server", "stanbench"):
+        (tmp_path / binary).write_text("")
+    proc = _side_by_side("--floor", env={"STANPKG_REFERENCE_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    assert "bench/sidebyside/floor/build_acker.sh" in proc.stderr
+
+
+def test_floor_sides_run_only_on_round_trips() -> None:
+    assert {n for n, s in SCENARIOS.items() if s.is_round_trip} == {"mem_sync", "file_sync"}
