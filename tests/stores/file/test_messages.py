@@ -8,6 +8,8 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.file.format import open_datastore
 from stanpkg.stores.file.messages import FileMessageStore
@@ -386,6 +388,62 @@ def test_fsync_failure_is_reported(tmp_path: Path, monkeypatch: object) -> None:
         return ""
 
     assert asyncio.run(flush()) == "unable to sync store files: [Errno 5] Input/output error"
+    monkeypatch.undo()  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_fsyncs_run_on_the_loop_while_the_disk_is_fast_and_in_threads_when_slow(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """A round runs on the loop thread while the recent rounds took under the budget
+    (the reference's ioLoop also syncs in line); once a round is slow, the next ones run
+    in worker threads, so the loop serves meanwhile; fast rounds bring the loop back.
+    A failure is reported on either path."""
+    import threading
+
+    from stanpkg.stores.base import StoreError
+    from stanpkg.stores.file import syncing
+
+    threads: list[str] = []
+    slow = [0.0]
+    fail = [False]
+    real = syncing.fsync_item
+
+    def spy(item: int | str) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(slow[0])
+        if fail[0]:
+            if isinstance(item, int):
+                os.close(item)
+            raise OSError(5, "Input/output error")
+        real(item)
+
+    monkeypatch.setattr(syncing, "fsync_item", spy)  # type: ignore[attr-defined]
+    store, _ = fresh_store(tmp_path)
+    ch = store.create_channel("foo")
+    seq = iter(range(1, 1000))
+
+    async def round_on() -> set[str]:
+        n = next(seq)
+        ch.msgs.store(records("foo", n, 1), stamps(n, 1))
+        threads.clear()
+        await ch.msgs.flush()
+        return {"loop" if t == threading.current_thread().name else "worker" for t in threads}
+
+    async def scenario() -> None:
+        assert await round_on() == {"loop"}  # a new store expects a fast disk
+        slow[0] = syncing.INLINE_BUDGET * 10
+        assert await round_on() == {"loop"}  # not known yet: this one blocks
+        assert await round_on() == {"worker"}
+        assert await round_on() == {"worker"}  # still slow
+        fail[0] = True
+        with pytest.raises(StoreError, match="Input/output error"):
+            await round_on()
+        fail[0], slow[0] = False, 0.0
+        sides = [await round_on() for _ in range(30)]
+        assert sides[0] == {"worker"} and sides[-1] == {"loop"}
+
+    asyncio.run(scenario())
     monkeypatch.undo()  # type: ignore[attr-defined]
     store.close()
 
