@@ -13,7 +13,14 @@ from sidebyside.summary import REFERENCE, Comparison
 
 TARGET = 0.8
 RSS_TARGET = 0.4  # issue 16: RSS for 1M stored messages ≤ 0.4× the reference's
-SIDE_COLOURS = {"head": "#1f77b4", "base": "#aaaaaa"}
+SIDE_COLOURS = {
+    "head": "#1f77b4",
+    "base": "#aaaaaa",
+    "go-ns": "#2ca02c",
+    "acker-ns": "#ff7f0e",
+    "pyacker-ns": "#9467bd",
+}
+Y_MAX = 1.6  # taller bars are cut there, their value written (a floor's 3x on FILE)
 METRIC_HATCH = {"pub": "", "sub": "//", "rss_mb": "xx"}
 
 
@@ -29,29 +36,32 @@ def _panel(ax: Any, rows: Sequence[Comparison], others: Sequence[str], title: st
             if ratio is None:
                 continue
             x = start + i * width
+            shown = min(ratio.median, Y_MAX)
             ax.bar(
                 x,
-                ratio.median,
+                shown,
                 width * 0.9,
-                color=SIDE_COLOURS.get(side, "#2ca02c"),
+                color=SIDE_COLOURS.get(side, "#8c564b"),
                 hatch=METRIC_HATCH.get(row.metric, ""),
                 edgecolor="black",
                 linewidth=0.5,
             )
-            ax.errorbar(
-                x,
-                ratio.median,
-                yerr=[[ratio.median - ratio.low], [ratio.high - ratio.median]],
-                fmt="none",
-                ecolor="black",
-                capsize=3,
-            )
+            if ratio.median <= Y_MAX:
+                high = min(ratio.high, Y_MAX)
+                ax.errorbar(
+                    x,
+                    ratio.median,
+                    yerr=[[ratio.median - ratio.low], [high - ratio.median]],
+                    fmt="none",
+                    ecolor="black",
+                    capsize=3,
+                )
             if row.metric in LOWER_IS_BETTER:
                 ax.hlines(RSS_TARGET, x - width / 2, x + width / 2, colors="red", linewidth=2)
             # Upright, the labels of neighbouring bars overlapped once there were 3+ sides.
             ax.annotate(
                 f"{ratio.median:.2f}",
-                (x, ratio.high),
+                (x, min(ratio.high, Y_MAX)),
                 textcoords="offset points",
                 xytext=(0, 3),
                 ha="center",
@@ -69,7 +79,7 @@ def _panel(ax: Any, rows: Sequence[Comparison], others: Sequence[str], title: st
     ax.set_xlim(-0.6, len(scenarios) - 0.4)
     ax.set_ylabel("stanpkg ÷ Go")
     top = max((r.high for row in rows for r in row.ratios.values()), default=1.0)
-    ax.set_ylim(0, max(1.2, top) * 1.25)  # room for the upright labels
+    ax.set_ylim(0, max(1.2, min(top, Y_MAX)) * 1.25)  # room for the upright labels
     ax.set_title(title, fontsize=9)
 
 
@@ -96,7 +106,7 @@ def draw(
     for ax, (panel_title, rows) in zip(axes[:, 0], panels, strict=True):
         _panel(ax, rows, others, panel_title)
     legend: list[Artist] = [
-        Rectangle((0, 0), 1, 1, facecolor=SIDE_COLOURS.get(s, "#2ca02c"), label=f"{s} ÷ go")
+        Rectangle((0, 0), 1, 1, facecolor=SIDE_COLOURS.get(s, "#8c564b"), label=f"{s} ÷ go")
         for s in others
     ]
     legend += [
