@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -419,9 +419,12 @@ class ClusteredStore(Store):
         )
         stream.writer_id = self._writer_id
         stream.settle_leader_of = self._settle_leader
+        replicated = ReplicatedMessages(msgs, stream)
+        if new:  # its first write waits for its record (see _records_durable)
+            replicated.records_durable = self._records_durable
         channel = ChannelStore(
             name,
-            ReplicatedMessages(msgs, stream),
+            replicated,
             ReplicatedSubscriptions(cached.subs, state, name),
             cached.limits,
         )
@@ -481,6 +484,23 @@ class ClusteredStore(Store):
         self._require_leading().put(key, value)
         self._schedule_flush()
 
+    async def _records_durable(self) -> None:
+        """Until every record queued so far is on a quorum (StoreError if it cannot be).
+
+        A new channel's first message waits for it: acknowledged messages in a channel
+        whose record did not survive the node's death would be invisible to the node
+        that takes over (it learns the channels from the records). Seen in a test: the
+        records' write went unanswered while their stream's leader moved to the new
+        serving node, the channel's write did not, and the node died 0.1 s later."""
+        while True:
+            pending = self._pending_flush
+            if pending is not None and not pending.done():
+                await asyncio.shield(pending)  # it logs its failure and queues it again
+            state = self._require_leading()
+            if not state.queued:
+                return
+            await state.flush()
+
     def _schedule_flush(self) -> None:
         """Records (clients, channels) go out at once, in one batch per loop turn."""
         if self._pending_flush is None or self._pending_flush.done():
@@ -535,6 +555,8 @@ class ReplicatedMessages(MessageStore):
         self.stream = stream
         self._stream_ready = False
         self._led_here = False  # the stream's leader was brought to this node's server
+        # A new channel's: awaited before its first write, then dropped.
+        self.records_durable: Callable[[], Awaitable[None]] | None = None
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
@@ -612,7 +634,12 @@ class ReplicatedMessages(MessageStore):
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        ready = self._stream_ready and self._led_here and not self._behind
+        ready = (
+            self._stream_ready
+            and self._led_here
+            and not self._behind
+            and self.records_durable is None
+        )
         if batch.writes and ready and (after is None or self.stream.pipelines):
             sent = self.stream.send(batch.writes)
         self._in_flight += len(batch.records)
@@ -637,6 +664,9 @@ class ReplicatedMessages(MessageStore):
                         if sent is not None:
                             self.stream.abandon(sent)
                         raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
+            if self.records_durable is not None:
+                await self.records_durable()
+                self.records_durable = None
             if not self._stream_ready:
                 await self.stream.ensure()
                 self._stream_ready = True

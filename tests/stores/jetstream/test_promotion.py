@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from nats.errors import ConnectionClosedError
 
+from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream import channel_streams
 from stanpkg.stores.jetstream import store as store_module
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.streams import StreamState
+from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.store import ReplicatedMessages
+from stanpkg.stores.jetstream.streams import StreamState, find_stream_state, stream_state
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
@@ -112,3 +116,55 @@ async def test_a_channel_that_never_answers_fails_the_promotion_at_the_deadline(
     finally:
         node.close()
         await asyncio.sleep(0.2)
+
+
+async def test_a_new_channels_first_write_waits_for_its_record(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node that takes over learns the channels from the records: a message
+    acknowledged in a channel whose record was lost would be invisible to it (seen in
+    tests/cluster: the records' write went unanswered while their stream's leader moved,
+    the channel's did not, and the serving node died). So a new channel's first write
+    waits for the records, and fails when they cannot be written."""
+    node = await _leader(jetstream_url, new_cluster_id())
+    try:
+        await asyncio.sleep(0.3)  # the server record is out
+        real = JetStreamLink.publish_all
+        release = asyncio.Event()
+        broken = [False]
+
+        async def held(
+            self: JetStreamLink, writes: Sequence[Any], *, timeout: float
+        ) -> list[int | Exception]:
+            if broken[0]:
+                return [ConnectionClosedError() for _ in writes]
+            await release.wait()
+            return await real(self, writes, timeout=timeout)
+
+        monkeypatch.setattr(JetStreamLink, "publish_all", held)
+        msgs = node.create_channel("new.one").msgs
+        assert isinstance(msgs, ReplicatedMessages)
+        msgs.store([_record("new.one", 1)], [1])
+        write = msgs.begin_flush()
+        await asyncio.sleep(0.5)
+        assert not write.done()
+        assert await find_stream_state(msgs.stream._conn, msgs.stream.name) is None
+        release.set()
+        await asyncio.wait_for(write, 10)
+        state = await stream_state(msgs.stream._conn, msgs.stream.name)
+        assert state.last_seq == 1
+        # A record that cannot be written fails the new channel's first write.
+        broken[0] = True
+        other = node.create_channel("new.two").msgs
+        assert isinstance(other, ReplicatedMessages)
+        other.store([_record("new.two", 1)], [1])
+        with pytest.raises(StoreError, match="unable to replicate"):
+            await asyncio.wait_for(other.flush(), 10)
+        assert await find_stream_state(other.stream._conn, other.stream.name) is None
+    finally:
+        node.close()
+        await asyncio.sleep(0.2)
+
+
+def _record(channel: str, sequence: int) -> bytes:
+    return pb.MsgProto(sequence=sequence, subject=channel, data=b"x").SerializeToString()
