@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from stanpkg.stores.jetstream import channel_streams
 from stanpkg.stores.jetstream import store as store_module
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
 from stanpkg.stores.jetstream.link import JetStreamLink
-from stanpkg.stores.jetstream.store import ReplicatedMessages
+from stanpkg.stores.jetstream.store import ClusteredStore, ReplicatedMessages
 from stanpkg.stores.jetstream.streams import StreamState, find_stream_state, stream_state
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -74,15 +75,27 @@ async def _written(url: str) -> str:
     return cluster_id
 
 
+@asynccontextmanager
+async def _taking_over(
+    url: str, cluster_id: str, log: LogCapture | None = None
+) -> AsyncIterator[ClusteredStore]:
+    """Node b, connected, about to take the lease of the cluster _written made."""
+    node = _store(cluster_id, "b", log)
+    await node.connect(NatsEndpoint(url))
+    try:
+        yield node
+    finally:
+        node.close()
+        await asyncio.sleep(0.2)  # its connections close in the background
+
+
 async def test_a_channel_electing_is_asked_again_alone(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
     faults = Faults(monkeypatch, "b.electing", times=3)
     log = LogCapture()
-    node = _store(cluster_id, "b", log)
-    await node.connect(NatsEndpoint(jetstream_url))
-    try:
+    async with _taking_over(jetstream_url, cluster_id, log) as node:
         assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
         state = node.recover()
         assert state is not None
@@ -95,9 +108,6 @@ async def test_a_channel_electing_is_asked_again_alone(
         assert faults.reads == {"a.first": 1, "b.electing": 1, "c.first": 1}
         waiting = [line for line in log.lines() if "waiting" in line]
         assert len(waiting) == 1 and "b.electing" in waiting[0], waiting
-    finally:
-        node.close()
-        await asyncio.sleep(0.2)
 
 
 async def test_a_channel_that_never_answers_fails_the_promotion_at_the_deadline(
@@ -106,16 +116,11 @@ async def test_a_channel_that_never_answers_fails_the_promotion_at_the_deadline(
     cluster_id = await _written(jetstream_url)
     faults = Faults(monkeypatch, "b.electing", times=10**6)
     monkeypatch.setattr(store_module, "PROMOTION_TIMEOUT", 1.5)
-    node = _store(cluster_id, "b")
-    await node.connect(NatsEndpoint(jetstream_url))
-    try:
+    async with _taking_over(jetstream_url, cluster_id) as node:
         with pytest.raises(StoreError, match=r"unable to load the cluster.s state.*b\.electing"):
             await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
         assert faults.reads["b.electing"] == 0 and faults.ensures["b.electing"] > 1
         assert faults.reads["a.first"] == 1 and "c.first" not in faults.ensures
-    finally:
-        node.close()
-        await asyncio.sleep(0.2)
 
 
 async def test_a_new_channels_first_write_waits_for_its_record(
