@@ -82,6 +82,7 @@ DUPLICATE_WINDOW_NS = 120 * 10**9
 API_TIMEOUT = 5.0
 LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
 LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
+DIRECT_GET_ASK_AGAIN = 0.5  # a direct get not answered at all by then is sent again
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _BREAKS_HEADER = re.compile(r"[\r\n]")
 _ACK_SEQUENCE = re.compile(rb'"seq":\s*(\d+)')
@@ -522,13 +523,22 @@ async def read_range(
 
 
 class _BatchReader:
-    """One reply subscription for the direct gets of one read."""
+    """One reply subscription for the direct gets of one read.
+
+    A direct get goes to one replica of the stream; one sent while that replica's server
+    dies (just killed, its routes not yet closed) is never answered. So a get that nothing
+    answered for DIRECT_GET_ASK_AGAIN seconds is sent again, each time with its own reply
+    subject; the first of them whose answer begins is read to its end, the others ignored.
+    """
 
     def __init__(self, conn: NatsConnection, stream: str) -> None:
         self._conn = conn
         self._subject = f"$JS.API.DIRECT.GET.{stream}"
         self._inbox = conn.new_inbox()
-        self._sid = conn.subscribe(self._inbox, self._on_message, with_headers=True)
+        self._sid = conn.subscribe(f"{self._inbox}.*", self._on_message, with_headers=True)
+        self._replies = itertools.count(1)
+        self._asked: set[str] = set()  # reply subjects of the current get's requests
+        self._answering = ""  # the one whose answer is being read
         self._got: list[tuple[int, bytes, bytes]] = []
         self._end: asyncio.Future[int] | None = None
 
@@ -536,16 +546,27 @@ class _BatchReader:
         self, sequence: int, count: int, timeout: float
     ) -> list[tuple[int, bytes, bytes]]:
         """The next ``count`` messages from ``sequence`` on; empty past the stream's end."""
-        self._got = []
-        self._end = end = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self._got, self._asked, self._answering = [], set(), ""
+        self._end = end = loop.create_future()
         request = json.dumps({"seq": sequence, "batch": count}).encode()
         try:
-            self._conn.publish(self._subject, request, reply=self._inbox)
-            status = await asyncio.wait_for(end, timeout)
-        except TimeoutError:
-            raise StoreError(f"no answer from {self._subject} within {timeout:g} s") from None
+            while not end.done():
+                if not self._answering:
+                    reply = f"{self._inbox}.{next(self._replies)}"
+                    self._asked.add(reply)
+                    self._conn.publish(self._subject, request, reply=reply)
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise StoreError(f"no answer from {self._subject} within {timeout:g} s")
+                wait = left if self._answering else min(DIRECT_GET_ASK_AGAIN, left)
+                await asyncio.wait([end], timeout=wait)
         except NatsError as exc:
             raise StoreError(f"unable to read {self._subject}: {exc}") from exc
+        finally:
+            self._end = None
+        status = end.result()
         if status == 503:
             raise StoreError(f"no stream answers {self._subject} (missing, or no direct get)")
         if status not in (204, 404):
@@ -554,7 +575,11 @@ class _BatchReader:
 
     def _on_message(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
         end = self._end
-        if end is None or end.done():
+        if end is None or end.done() or subject not in self._asked:
+            return  # late: an earlier get's, or the answer to a request sent again
+        if not self._answering:
+            self._answering = subject
+        elif subject != self._answering:
             return
         status, fields = decode_headers(headers)
         if status:  # 204 end of batch, 404 nothing at or after, 503 no stream...

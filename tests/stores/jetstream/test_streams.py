@@ -186,6 +186,43 @@ async def test_round_trip_to_msgproto(jetstream_url: str) -> None:
         await delete_stream(conn, name)  # already gone: no error
 
 
+async def test_a_direct_get_nobody_answers_is_sent_again(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A direct get that reached a replica's server as it died is never answered: the read
+    asks again after DIRECT_GET_ASK_AGAIN instead of waiting out its whole timeout, and an
+    answer to a request it gave up on, arriving later, is not mixed into the next batch."""
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        writer = await create(conn, cluster, "lost")
+        write(writer, 1, 10)
+        await writer.flush()
+        name = stream_name(cluster, "lost")
+        sent = conn.publish
+        requests: list[tuple[str, bytes]] = []
+
+        def losing_the_first(subject: str, payload: bytes, reply: str = "") -> None:
+            if subject.startswith("$JS.API.DIRECT.GET."):
+                requests.append((reply, payload))
+                if len(requests) == 1:
+                    return  # lost on the way
+                if len(requests) == 3:  # a late second answer to the first batch comes first
+                    sent(subject, requests[1][1], requests[1][0])
+            sent(subject, payload, reply)
+
+        monkeypatch.setattr(conn, "publish", losing_the_first)
+        started = time.monotonic()
+        got = await collect(read_range(conn, name, 1, 10, batch=4))
+        assert time.monotonic() - started < 2  # not the 5 s of one request's timeout
+        assert [sequence for sequence, _, _ in got] == list(range(1, 11))
+        assert len({reply for reply, _ in requests}) == len(requests) == 4  # 1 lost, 3 batches
+        monkeypatch.undo()
+        # a stream nobody answers for still fails at the read's timeout
+        monkeypatch.setattr(conn, "publish", lambda subject, payload, reply="": None)
+        with pytest.raises(StoreError, match=r"no answer .* within 1 s"):
+            await collect(read_range(conn, name, 1, 10, timeout=1))
+
+
 async def test_resend_of_a_guid_is_a_duplicate(jetstream_url: str) -> None:
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
