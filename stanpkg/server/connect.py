@@ -61,7 +61,7 @@ class ConnectionRequests:
             return
         old = server.clients.get(client_id)
         if old is None:
-            self._register(req, reply)
+            await self._register(req, reply)
             return
         if client_id in self._probing or len(self._probing) >= MAX_DUPLICATE_PROBES:
             server.log.error(f"[Client:{client_id}] Connect failed; already connected")
@@ -98,14 +98,17 @@ class ConnectionRequests:
                     # Someone else registered the ID meanwhile.
                     self._reply_connect_error(reply, errors.CLIENT_ALREADY_REGISTERED)
                     return
-                self._register(req, reply)
-                server.log.debug(f"[Client:{client_id}] Replaced old client (Inbox={old.hb_inbox})")
+                if await self._register(req, reply):
+                    server.log.debug(
+                        f"[Client:{client_id}] Replaced old client (Inbox={old.hb_inbox})"
+                    )
             finally:
                 self._probing.discard(client_id)
 
         server.control.submit(replace)
 
-    def _register(self, req: pb.ConnectRequest, reply: str) -> None:
+    async def _register(self, req: pb.ConnectRequest, reply: str) -> bool:
+        """Register the client and answer; False when the store refused it."""
         server = self.server
         record = ClientRecord(
             id=req.clientID,
@@ -117,9 +120,14 @@ class ConnectionRequests:
         )
         try:
             server.store.add_client(record)
+            # Clustered: answered once the node that takes over would know the client.
+            await server.store.records_durable()
         except StoreError as exc:
+            server.log.error(f"[Client:{req.clientID}] Connect failed: {exc}")
+            with contextlib.suppress(StoreError):
+                server.store.delete_client(req.clientID)
             self._reply_connect_error(reply, str(exc))
-            return
+            return False
         client = server.clients.register(record)
         server.heartbeats.start(client)
         info = server.info
@@ -138,6 +146,7 @@ class ConnectionRequests:
         if reply:
             server.conn.publish(reply, resp.SerializeToString())
         server.log.debug(f"[Client:{client.id}] Connected (Inbox={client.hb_inbox})")
+        return True
 
     # -- close ------------------------------------------------------------------------
 
@@ -153,6 +162,12 @@ class ConnectionRequests:
             return
         await self.server.ack_barrier()
         error = await self.close_client(req.clientID)
+        if error is None:
+            try:  # clustered: the node that takes over must not keep the client
+                await self.server.store.records_durable()
+            except StoreError as exc:
+                self.server.log.error(f"[Client:{req.clientID}] Close not replicated: {exc}")
+                error = str(exc)
         self._reply_close(reply, error)
 
     def _reply_close(self, reply: str, error: str | None) -> None:

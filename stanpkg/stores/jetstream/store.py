@@ -420,12 +420,12 @@ class ClusteredStore(Store):
         stream.writer_id = self._writer_id
         stream.settle_leader_of = self._settle_leader
         replicated = ReplicatedMessages(msgs, stream)
-        if new:  # its first write waits for its record (see _records_durable)
-            replicated.records_durable = self._records_durable
+        if new:  # its first write waits for its record (see records_durable)
+            replicated.records_durable = self.records_durable
         channel = ChannelStore(
             name,
             replicated,
-            ReplicatedSubscriptions(cached.subs, state, name),
+            ReplicatedSubscriptions(cached.subs, state, name, self.records_durable),
             cached.limits,
         )
         self._channels[name] = channel
@@ -484,10 +484,12 @@ class ClusteredStore(Store):
         self._require_leading().put(key, value)
         self._schedule_flush()
 
-    async def _records_durable(self) -> None:
+    async def records_durable(self) -> None:
         """Until every record queued so far is on a quorum (StoreError if it cannot be).
 
-        A new channel's first message waits for it: acknowledged messages in a channel
+        The server answers connects and closes after it, and a subscription request
+        after its record (ReplicatedSubscriptions.flush). A new channel's first message
+        waits for it: acknowledged messages in a channel
         whose record did not survive the node's death would be invisible to the node
         that takes over (it learns the channels from the records). Seen in a test: the
         records' write went unanswered while their stream's leader moved to the new
@@ -777,9 +779,16 @@ class ReplicatedSubscriptions(SubscriptionStore):
     the request); sent and acked sequences every second, as the reference replicates
     them lazily — a new leader redelivers what it does not know was acknowledged."""
 
-    def __init__(self, cache: SubscriptionStore, state: ReplicatedMap, channel: str) -> None:
+    def __init__(
+        self,
+        cache: SubscriptionStore,
+        state: ReplicatedMap,
+        channel: str,
+        durable: Callable[[], Awaitable[None]],
+    ) -> None:
         self.cache = cache
         self._state = state
+        self._durable = durable
         self._channel = channel
         self.tracked: dict[int, _Tracked] = {}
         self._changed: set[int] = set()
@@ -841,7 +850,8 @@ class ReplicatedSubscriptions(SubscriptionStore):
             self._write(sub_id)
 
     async def flush(self) -> None:
-        await self._state.flush()
+        # Not the map's flush alone: the record may be in a write already under way.
+        await self._durable()
 
     def close(self) -> None:
         self.cache.close()
