@@ -64,6 +64,32 @@ async def test_bootstrap_node_serves_and_recovers_everything(cluster: Cluster) -
     assert again.stop() == 0
 
 
+async def test_an_idle_channel_is_deleted_and_comes_back_empty_after_a_restart(
+    cluster: Cluster,
+) -> None:
+    """max_inactivity in a cluster: the channel's stream and record go, a channel created
+    again under its name starts at 1 without the old messages, also for the node that
+    loads the state next."""
+    args = [*bootstrap("idle"), "-mi", "1s"]
+    node = cluster.start("idle", args)
+    node.wait_for(READY)
+    await publish(node.url, cluster.cluster_id, "idle", 5)
+    deadline = asyncio.get_running_loop().time() + 10
+    while 'Channel "idle" has been deleted' not in node.log():
+        assert asyncio.get_running_loop().time() < deadline, node.log()
+        await asyncio.sleep(0.1)
+    await publish(node.url, cluster.cluster_id, "idle", 2, start=100)
+    assert node.stop() == 0
+    again = cluster.start("idle", args, port=node.port)
+    again.wait_for(READY)
+    client = await StanClient.connect(again.url, cluster.cluster_id, "reader")
+    sub = await client.subscribe("idle", start=pb.First)
+    got = await sub.collect_until_quiet()
+    assert [(m.sequence, m.data) for m in got] == [(1, b"m100"), (2, b"m101")]
+    await client.close()
+    assert again.stop() == 0
+
+
 async def test_a_plain_jetstream_consumer_reads_a_channel(cluster: Cluster) -> None:
     args = bootstrap("js")
     node = cluster.start("js", args)

@@ -138,6 +138,8 @@ class ClusteredStore(Store):
         self._on_lost: Callable[[str], None] | None = None
         self._lazy: asyncio.Task[None] | None = None
         self._pending_flush: asyncio.Task[None] | None = None
+        # Channels deleted here whose streams are being (or could not be) deleted.
+        self._deletions: dict[str, asyncio.Task[bool]] = {}
         self._closing = False
         self._writer_id = ""
         self._standby: StandbyRefresher | None = None  # monitoring while standing by
@@ -420,8 +422,8 @@ class ClusteredStore(Store):
         stream.writer_id = self._writer_id
         stream.settle_leader_of = self._settle_leader
         replicated = ReplicatedMessages(msgs, stream)
-        if new:  # its first write waits for its record (see records_durable)
-            replicated.records_durable = self.records_durable
+        if new:
+            replicated.prepare = lambda: self._prepare_new_channel(name, stream)
         channel = ChannelStore(
             name,
             replicated,
@@ -439,15 +441,52 @@ class ClusteredStore(Store):
         if channel is None:
             return
         state = self._require_leading()
-        state.delete(kv_key("channel", name))
         subs = channel.subs
         assert isinstance(subs, ReplicatedSubscriptions)
         for sub_id in list(subs.tracked):
             state.delete(kv_key("sub", name, str(sub_id)))
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
-        self._spawn(msgs.stream.delete())
+        deletion = asyncio.get_running_loop().create_task(
+            self._delete_channel_stream(name, msgs.stream)
+        )
+        self._deletions[name] = deletion
+        deletion.add_done_callback(lambda _: self._forget_deletion(name, deletion))
         self._schedule_flush()
+
+    def _forget_deletion(self, name: str, deletion: asyncio.Task[bool]) -> None:
+        """A deletion that succeeded needs no more waiting for; a failed one is kept."""
+        if self._deletions.get(name) is deletion and not deletion.cancelled() and deletion.result():
+            del self._deletions[name]
+
+    async def _delete_channel_stream(self, name: str, stream: ChannelStream) -> bool:
+        """The stream first, then the channel's record: a node that takes over in between
+        finds the record without a stream and serves the channel empty. The other way
+        round it would find a stream without a record, and a new channel of that name
+        would be written after its old messages. The record stays when the channel was
+        created again meanwhile (its first write waits for this) or the deletion failed
+        (the next creation tries again, see _prepare_new_channel)."""
+        try:
+            await stream.delete()
+        except Exception as exc:  # a background task: every failure is logged, none raised
+            self.log.error(f"Unable to delete the stream of channel {name!r}: {exc}")
+            return False
+        if name not in self._channels and self._leading and self._state is not None:
+            self._state.delete(kv_key("channel", name))
+            self._schedule_flush()
+        return True
+
+    async def _prepare_new_channel(self, name: str, stream: ChannelStream) -> None:
+        """Before a new channel's first write: its record on a quorum (the node that takes
+        over learns the channels from the records), and the stream of a channel of that
+        name deleted here gone (JetStream names the stream after the channel)."""
+        await self.records_durable()
+        deletion = self._deletions.get(name)
+        if deletion is None or await asyncio.shield(deletion):
+            return
+        await stream.delete()  # once more; StoreError fails this write
+        if self._deletions.get(name) is deletion:
+            del self._deletions[name]
 
     def close(self) -> None:
         self._closing = True
@@ -557,8 +596,8 @@ class ReplicatedMessages(MessageStore):
         self.stream = stream
         self._stream_ready = False
         self._led_here = False  # the stream's leader was brought to this node's server
-        # A new channel's: awaited before its first write, then dropped.
-        self.records_durable: Callable[[], Awaitable[None]] | None = None
+        # A new channel's: awaited before its first write (until it succeeds), then dropped.
+        self.prepare: Callable[[], Awaitable[None]] | None = None
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
@@ -636,12 +675,7 @@ class ReplicatedMessages(MessageStore):
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        ready = (
-            self._stream_ready
-            and self._led_here
-            and not self._behind
-            and self.records_durable is None
-        )
+        ready = self._stream_ready and self._led_here and not self._behind and self.prepare is None
         if batch.writes and ready and (after is None or self.stream.pipelines):
             sent = self.stream.send(batch.writes)
         self._in_flight += len(batch.records)
@@ -666,9 +700,9 @@ class ReplicatedMessages(MessageStore):
                         if sent is not None:
                             self.stream.abandon(sent)
                         raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
-            if self.records_durable is not None:
-                await self.records_durable()
-                self.records_durable = None
+            if self.prepare is not None:
+                await self.prepare()
+                self.prepare = None
             if not self._stream_ready:
                 await self.stream.ensure()
                 self._stream_ready = True
