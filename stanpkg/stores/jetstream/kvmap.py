@@ -6,6 +6,7 @@ whole by batched direct gets. Keys are made by :func:`keys.kv_key`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsPyError
@@ -35,6 +36,8 @@ class ReplicatedMap:
         self._reader = reader  # direct gets, on stanpkg's own NATS client
         self.bucket = bucket
         self._queued: dict[str, bytes | None] = {}  # None: delete
+        # Raises StoreError when this node may no longer write (checked before each round).
+        self.fence: Callable[[], None] | None = None
 
     @classmethod
     async def open(
@@ -104,6 +107,13 @@ class ReplicatedMap:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         while True:
+            if self.fence is not None:
+                try:
+                    self.fence()
+                except StoreError:
+                    for key, value in batch.items():  # kept, as a failed write
+                        self._queued.setdefault(key, value)
+                    raise
             items = list(batch.items())
             results = await self._link.publish_all(
                 [self._write(key, value) for key, value in items], timeout=WRITE_TIMEOUT

@@ -83,6 +83,14 @@ class Lease:
         return self._held
 
     @property
+    def fresh(self) -> bool:
+        """Held, and renewed within the self-fencing time by this node's clock. A process
+        that was paused (SIGSTOP, a VM stall) for a lease time may run some callbacks
+        before its renewer notices; what it writes then could meet a new holder's."""
+        elapsed = asyncio.get_running_loop().time() - self._renewed_at
+        return self._held and elapsed < self.ttl * SELF_FENCE
+
+    @property
     def holder_silent(self) -> bool:
         """Standing by, and the holder has not renewed the lease for half the lease time
         (it renews every third): it may be gone, and a takeover may follow."""

@@ -166,6 +166,7 @@ class ClusteredStore(Store):
         settings = self.settings
         self._on_lost = on_lost
         self._state = await self._open_state()
+        self._state.fence = self._check_lease
         self._lease = Lease(
             self._require_link(),
             bucket=settings.bucket + "_lease",
@@ -231,6 +232,14 @@ class ClusteredStore(Store):
                         f"(peers: {waiting}; {settings.replicas} replicas wanted): {exc}"
                     ) from exc
             await asyncio.sleep(RETRY_INTERVAL)
+
+    def _check_lease(self) -> None:
+        """Records are written only under a fresh lease: they are not fenced by JetStream
+        as the channels' writes are (expected last sequence), so a node paused past its
+        lease could otherwise overwrite the records of the node that took over."""
+        lease = self._lease
+        if lease is None or not lease.fresh:
+            raise StoreError("this node's lease on the cluster is not current: not writing")
 
     def _lost(self, reason: str) -> None:
         self._leading = False
@@ -422,6 +431,7 @@ class ClusteredStore(Store):
         stream.writer_id = self._writer_id
         stream.settle_leader_of = self._settle_leader
         replicated = ReplicatedMessages(msgs, stream)
+        replicated.fence = self._check_lease
         if new:
             replicated.prepare = lambda: self._prepare_new_channel(name, stream)
         channel = ChannelStore(
@@ -598,6 +608,8 @@ class ReplicatedMessages(MessageStore):
         self._led_here = False  # the stream's leader was brought to this node's server
         # A new channel's: awaited before its first write (until it succeeds), then dropped.
         self.prepare: Callable[[], Awaitable[None]] | None = None
+        # Raises StoreError when this node may no longer write (checked before each batch).
+        self.fence: Callable[[], None] | None = None
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
@@ -675,7 +687,13 @@ class ReplicatedMessages(MessageStore):
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        ready = self._stream_ready and self._led_here and not self._behind and self.prepare is None
+        ready = (
+            self._stream_ready
+            and self._led_here
+            and not self._behind
+            and self.prepare is None
+            and self._may_write()
+        )
         if batch.writes and ready and (after is None or self.stream.pipelines):
             sent = self.stream.send(batch.writes)
         self._in_flight += len(batch.records)
@@ -683,6 +701,15 @@ class ReplicatedMessages(MessageStore):
         task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
         self._tail = task
         return task
+
+    def _may_write(self) -> bool:
+        if self.fence is None:
+            return True
+        try:
+            self.fence()
+        except StoreError:
+            return False
+        return True
 
     async def _write(
         self,
@@ -713,6 +740,8 @@ class ReplicatedMessages(MessageStore):
                 self._led_here = True
             if self._behind:
                 await self._catch_up()
+            if sent is None and self.fence is not None:
+                self.fence()
             await self.stream.write(batch.writes, sent)
         except StoreError as exc:
             self._settled(batch)

@@ -1,0 +1,58 @@
+"""A serving node whose process stalled (SIGSTOP, a VM pause) past its lease time may run
+a few callbacks before its lease renewer notices. The channels' writes are fenced by
+JetStream (each expects the stream's last sequence); the records' are not, so the node
+checks its own lease before each round of them. On a real JetStream server, with the
+whole process stalled by a blocking sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from stanpkg.stores.base import ClientRecord, StoreError
+from stanpkg.stores.jetstream.keys import kv_key
+from stanpkg.stores.jetstream.store import ReplicatedMessages
+from stanpkg.stores.jetstream.streams import stream_state
+from stanpkg.transport.endpoint import NatsEndpoint
+from tests.server.conftest import LogCapture, new_cluster_id
+from tests.stores.jetstream.test_promotion import _record
+from tests.stores.jetstream.test_standby_view import _leader, _publish, _store
+
+
+async def test_a_node_stalled_past_its_lease_writes_no_records(jetstream_url: str) -> None:
+    cluster_id = new_cluster_id()
+    node = await _leader(jetstream_url, cluster_id)  # lease time 2 s
+    try:
+        node.add_client(ClientRecord("before", "_INBOX.before"))
+        await node.records_durable()
+        await _publish(node, "orders", 1)
+        msgs = node.create_channel("orders").msgs
+        assert isinstance(msgs, ReplicatedMessages)
+        lease = node._lease
+        assert lease is not None
+        time.sleep(lease.ttl)  # the whole process stalls for a lease time
+        # Its first callbacks, before the renewer runs: a connect and a publish.
+        node.add_client(ClientRecord("stalled", "_INBOX.stalled"))
+        msgs.store([_record("orders", 2)], [2])
+        write = msgs.begin_flush()
+        with pytest.raises(StoreError):  # not current, or not leading once the renewer ran
+            await node.records_durable()
+        with pytest.raises(StoreError, match="lease"):
+            await write
+        state = await stream_state(msgs.stream._conn, msgs.stream.name)
+        assert state.last_seq == 1
+    finally:
+        node.close()
+        await asyncio.sleep(0.2)
+    reader = _store(cluster_id, "b", LogCapture())
+    await reader.connect(NatsEndpoint(jetstream_url))
+    try:
+        state = await reader._open_state()
+        records = await state.load()
+    finally:
+        reader.close()
+        await asyncio.sleep(0.2)
+    assert kv_key("client", "before") in records
+    assert kv_key("client", "stalled") not in records
