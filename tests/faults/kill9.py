@@ -24,6 +24,9 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nats
+from nats.aio.client import Client as Nats
+
 from stanpkg.proto import protocol_pb2 as pb
 from tests.faults.processes import StanProcess
 from tests.faults.workload import CHANNEL, Publisher, gaps, read_channel
@@ -83,6 +86,7 @@ async def _consume(
     url: str,
     cluster_id: str,
     holder: list[StanClient],
+    opened: list[Nats],
     sub: StanSub,
     state: _State,
     rnd: int,
@@ -97,7 +101,11 @@ async def _consume(
                 await sub.ack(msg)
         if rng.random() < 0.03:  # close and come back: the durable keeps its position
             await holder[0].close()
-            holder[0] = await _connect(url, cluster_id, "consumer")
+            # Noted before the connect: one cut by the kill after the server registered it
+            # must still be closed, or the next round's connect finds that client alive
+            # (it answers the server's probe) and is refused as a duplicate.
+            opened.append(nc := await nats.connect(url, name="test-consumer"))
+            holder[0] = await StanClient.connect(url, cluster_id, "consumer", nc=nc)
             sub = await _durable(holder[0])
             report.reconnects += 1
 
@@ -107,11 +115,13 @@ async def _chaos(
 ) -> None:
     publisher = await _connect(url, server.cluster_id, "publisher")
     holder = [await _connect(url, server.cluster_id, "consumer")]
+    opened = [publisher.nc, holder[0].nc]
     sub = await _durable(holder[0])
     await _settle(sub, state, rnd, report)
+    consume = _consume(url, server.cluster_id, holder, opened, sub, state, rnd, rng, report)
     tasks = [
         asyncio.create_task(state.publisher.run(publisher)),
-        asyncio.create_task(_consume(url, server.cluster_id, holder, sub, state, rnd, rng, report)),
+        asyncio.create_task(consume),
     ]
     await asyncio.sleep(rng.uniform(0.05, 1.2))
     await asyncio.to_thread(server.kill9)
@@ -124,9 +134,9 @@ async def _chaos(
             pass
         except Exception as exc:  # a request cut by the kill is expected, nothing else
             report.cut_by_kill.append(repr(exc))
-    for client in (publisher, holder[0]):
+    for nc in opened:
         with contextlib.suppress(Exception):
-            await client.nc.close()
+            await nc.close()
 
 
 async def _final_check(server: StanProcess, url: str, state: _State, report: Kill9Report) -> None:
