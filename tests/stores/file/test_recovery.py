@@ -178,6 +178,52 @@ def recover_error(root: Path, *args: str) -> tuple[str, LogCapture]:
     return str(err.value), log
 
 
+class _Killed(BaseException):
+    """The process dying at this point (nothing after it runs)."""
+
+
+def test_a_kill_while_a_slice_is_created_leaves_no_empty_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new slice file appears with its version header or not at all: a zero-length one
+    (left by a kill between the create and the header's write, as a CI run's SIGKILL test
+    hit) would stop the next start with "unable to verify file version: EOF"."""
+    from stanpkg.stores.file.format import appender
+
+    make_store(tmp_path)  # slices 1 (1-3) and 2 (4-5) of at most 3 messages
+    store, _ = open_store(tmp_path, "--file_slice_max_msgs", "3")
+    state = store.recover()
+    assert state is not None
+    msgs = state.channels[0].store.msgs
+    msgs.store(records("ch0", 6, 1), stamps(6, 1))  # slice 2 is full now
+    real_write = appender.write_all
+
+    def dying(fd: int, data: bytes) -> None:
+        raise _Killed
+
+    monkeypatch.setattr(appender, "write_all", dying)
+    with pytest.raises(_Killed):  # slice 3 is created for message 7, and the process dies
+        msgs.store(records("ch0", 7, 1), stamps(7, 1))
+    monkeypatch.setattr(appender, "write_all", real_write)
+    store._lock.release()  # the kernel's part of the process's death
+    channel_dir = tmp_path / "ch0"
+    assert not (channel_dir / "msgs.3.dat").exists()
+    assert (channel_dir / ".msgs.3.dat.new").exists()  # the leftover, ignored
+    store2, _ = open_store(tmp_path, "--file_slice_max_msgs", "3")
+    state = store2.recover()
+    assert state is not None
+    again = state.channels[0].store.msgs
+    assert again.last_sequence in (5, 6)  # 6 was buffered, not flushed, when it died
+    last = again.last_sequence
+    again.store(records("ch0", last + 1, 2), stamps(last + 1, 2))
+    store2.close()
+    store3, _ = open_store(tmp_path, "--file_slice_max_msgs", "3")
+    state = store3.recover()
+    assert state is not None and state.channels[0].store.msgs.last_sequence == last + 2
+    assert (channel_dir / "msgs.3.dat").read_bytes()[:4] == b"\x01\x00\x00\x00"
+    store3.close()
+
+
 def test_cut_data_record_names_file_and_offset(tmp_path: Path) -> None:
     recs = make_store(tmp_path)
     dat = tmp_path / "ch0" / "msgs.2.dat"  # holds 4 and 5
