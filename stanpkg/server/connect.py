@@ -120,12 +120,7 @@ class ConnectionRequests:
         )
         try:
             server.store.add_client(record)
-            # Clustered: answered once the node that takes over would know the client.
-            await server.store.records_durable()
         except StoreError as exc:
-            server.log.error(f"[Client:{req.clientID}] Connect failed: {exc}")
-            with contextlib.suppress(StoreError):
-                server.store.delete_client(req.clientID)
             self._reply_connect_error(reply, str(exc))
             return False
         client = server.clients.register(record)
@@ -162,12 +157,6 @@ class ConnectionRequests:
             return
         await self.server.ack_barrier()
         error = await self.close_client(req.clientID)
-        if error is None:
-            try:  # clustered: the node that takes over must not keep the client
-                await self.server.store.records_durable()
-            except StoreError as exc:
-                self.server.log.error(f"[Client:{req.clientID}] Close not replicated: {exc}")
-                error = str(exc)
         self._reply_close(reply, error)
 
     def _reply_close(self, reply: str, error: str | None) -> None:

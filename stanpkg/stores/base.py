@@ -436,12 +436,6 @@ class Store(ABC):
     def close(self) -> None:
         """Flush and release everything."""
 
-    async def records_durable(self) -> None:  # noqa: B027 - most stores: nothing to wait for
-        """Until every record change made so far (server, clients, channels) would
-        survive this server's death; StoreError when it cannot be. The server answers a
-        connect or a close only then, as the reference answers them once replicated. The
-        memory, FILE and SQL stores write records in line: nothing to wait for."""
-
     async def connect(self, endpoint: NatsEndpoint) -> None:  # noqa: B027 - most stores: nothing
         """Called once the server's NATS connections are up, before recovery: a store
         kept in NATS itself (the clustered store) connects here; others need nothing."""

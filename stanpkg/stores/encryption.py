@@ -321,9 +321,6 @@ class EncryptingStore(Store):
         self._channels.clear()
         self.inner.close()
 
-    async def records_durable(self) -> None:
-        await self.inner.records_durable()
-
     async def connect(self, endpoint: NatsEndpoint) -> None:
         await self.inner.connect(endpoint)
 

@@ -437,7 +437,7 @@ class ClusteredStore(Store):
         channel = ChannelStore(
             name,
             replicated,
-            ReplicatedSubscriptions(cached.subs, state, name, self.records_durable),
+            ReplicatedSubscriptions(cached.subs, state, name),
             cached.limits,
         )
         self._channels[name] = channel
@@ -536,9 +536,7 @@ class ClusteredStore(Store):
     async def records_durable(self) -> None:
         """Until every record queued so far is on a quorum (StoreError if it cannot be).
 
-        The server answers connects and closes after it, and a subscription request
-        after its record (ReplicatedSubscriptions.flush). A new channel's first message
-        waits for it: acknowledged messages in a channel
+        A new channel's first message waits for it: acknowledged messages in a channel
         whose record did not survive the node's death would be invisible to the node
         that takes over (it learns the channels from the records). Seen in a test: the
         records' write went unanswered while their stream's leader moved to the new
@@ -842,16 +840,9 @@ class ReplicatedSubscriptions(SubscriptionStore):
     the request); sent and acked sequences every second, as the reference replicates
     them lazily — a new leader redelivers what it does not know was acknowledged."""
 
-    def __init__(
-        self,
-        cache: SubscriptionStore,
-        state: ReplicatedMap,
-        channel: str,
-        durable: Callable[[], Awaitable[None]],
-    ) -> None:
+    def __init__(self, cache: SubscriptionStore, state: ReplicatedMap, channel: str) -> None:
         self.cache = cache
         self._state = state
-        self._durable = durable
         self._channel = channel
         self.tracked: dict[int, _Tracked] = {}
         self._changed: set[int] = set()
@@ -913,8 +904,7 @@ class ReplicatedSubscriptions(SubscriptionStore):
             self._write(sub_id)
 
     async def flush(self) -> None:
-        # Not the map's flush alone: the record may be in a write already under way.
-        await self._durable()
+        await self._state.flush()
 
     def close(self) -> None:
         self.cache.close()
