@@ -1,5 +1,6 @@
-"""The per-message modules, compiled with mypyc when stanpkg is built with
-``STANPKG_COMPILE=1`` (setup.py reads this list). There the interpreter's own overhead is
+"""The per-message modules, compiled with mypyc when stanpkg is built where a C compiler
+and the Python headers exist (setup.py reads this list; ``STANPKG_COMPILE`` overrides the
+choice, docs/install.md). There the interpreter's own overhead is
 most of the cost: compiled, the server spends about a third less CPU per message
 (bench/README.md). They stay plain Python as well, used wherever no compiled build is
 installed; the two behave the same, and the tests run against both."""

@@ -71,4 +71,6 @@ def hot_path_line() -> str:
         return "hot path: compiled (mypyc)"
     if compiled:
         return f"hot path: partly compiled ({', '.join(compiled)})"
-    return "hot path: pure Python (STANPKG_COMPILE=1 at install compiles it: docs/install.md)"
+    # An editable install, STANPKG_COMPILE=0, or a machine without a C compiler and the
+    # Python headers at install time (docs/install.md).
+    return "hot path: pure Python (no C compiler at install, or STANPKG_COMPILE=0: docs/install.md)"
