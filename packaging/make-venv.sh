@@ -83,4 +83,6 @@ rm -rf "$prefix.old"
 [ -e "$prefix" ] && mv "$prefix" "$prefix.old"
 mv "$new" "$prefix"
 rm -rf "$prefix.old"
-say "$prefix ready ($("$prefix/bin/stanpkg" --version 2>&1 | head -n 1), $python)"
+# Which build pip took: the compiled wheel of this Python, or the pure one.
+version=$("$prefix/bin/stanpkg" --version 2>&1)
+say "$prefix ready ($(echo "$version" | head -n 1), $(echo "$version" | tail -n 1), $python)"

@@ -58,16 +58,10 @@ def check_host() -> None:
 
 def debian_mirror() -> str:
     """The Debian mirror apt on this host is configured with (the one reachable here)."""
-    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
-        for line in path.read_text().splitlines():
-            if line.startswith("URIs:") and "/debian" in line and "security" not in line:
-                return line.split()[1]
-    with contextlib.suppress(OSError):
-        for line in Path("/etc/apt/sources.list").read_text().splitlines():
-            parts = line.split()
-            if parts[:1] == ["deb"] and "security" not in line:
-                return next(p for p in parts[1:] if p.startswith("http"))
-    return "http://deb.debian.org/debian"
+    script = Path(__file__).resolve().parents[2] / "packaging" / "debian-mirror.sh"
+    return subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def base_rootfs(suite: str = SUITE) -> Path:

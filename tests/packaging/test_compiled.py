@@ -1,6 +1,7 @@
-"""The compiled build (``STANPKG_COMPILE=1``): the wheel for this platform carries the
-per-message modules of stanpkg/hot_path.py compiled with mypyc, says so in ``--version``,
-and passes the transport and server tests that exercise those modules, run against it."""
+"""The compiled build: the manylinux wheel that `make dist` built for this machine's
+CPython carries the per-message modules of stanpkg/hot_path.py compiled with mypyc, says
+so in ``--version``, and passes the transport and server tests that exercise those
+modules, run against it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stanpkg.hot_path import MODULES
-from tests.packaging.fixtures import VERSION
+from tests.packaging.fixtures import VERSION, dist_dir
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,17 +40,11 @@ SUITE = [
 
 @pytest.fixture(scope="module")
 def compiled_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The compiled wheel, built from this checkout as pip would (isolated), unpacked."""
-    out = tmp_path_factory.mktemp("compiled")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
-        env={**os.environ, "STANPKG_COMPILE": "1"},
-        check=True,
-        timeout=600,
-    )
-    wheels = list(out.glob("*.whl"))
-    assert [w.name for w in wheels] == [f"stanpkg-{VERSION}-cp311-cp311-linux_x86_64.whl"]
-    site = out / "site"
+    """The compiled wheel of the clean build for this CPython (3.11), unpacked."""
+    tag = "cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64"
+    wheels = list(dist_dir().glob(f"stanpkg-{VERSION}-{tag}.whl"))
+    assert len(wheels) == 1, sorted(p.name for p in dist_dir().iterdir())
+    site = tmp_path_factory.mktemp("compiled") / "site"
     with zipfile.ZipFile(wheels[0]) as whl:
         whl.extractall(site)
     return site

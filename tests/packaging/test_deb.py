@@ -65,9 +65,11 @@ def test_package_layout(deb_file: Path) -> None:
     for tag in ("cp311", "cp312", "cp313"):
         assert [w for w in wheels if w.startswith("uvloop-") and f"-{tag}-" in w], tag
     assert [w for w in wheels if w.startswith("pip-")]  # the installer, never in the venv
-    # stanpkg pure, and compiled for the build machine's CPython 3.11 (docs/install.md).
+    # stanpkg pure, and compiled (manylinux) for the CPythons the build machine has: its
+    # 3.11 at least (docs/install.md).
     assert f"stanpkg-{VERSION}-py3-none-any.whl" in wheels
-    assert f"stanpkg-{VERSION}-cp311-cp311-linux_x86_64.whl" in wheels
+    manylinux = "manylinux2014_x86_64.manylinux_2_17_x86_64"
+    assert f"stanpkg-{VERSION}-cp311-cp311-{manylinux}.whl" in wheels
     # The SQL drivers are bundled (extras on pip, part of the package here).
     assert [w for w in wheels if w.startswith("psycopg_binary-")]
     assert [w for w in wheels if w.startswith("pymysql-")]
@@ -102,7 +104,9 @@ def _install(machine: Machine, deb_file: Path) -> None:
     target = machine.root / CONTAINER_DEB_DIR.lstrip("/")
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(deb_file, target)
-    machine.sh(f"cd {CONTAINER_DEB_DIR} && apt-get install -y -q ./{deb_file.name}")
+    out = machine.sh(f"cd {CONTAINER_DEB_DIR} && apt-get install -y -q ./{deb_file.name} 2>&1")
+    # postinst (make-venv) says which build it installed, compiled or pure.
+    assert "/opt/stanpkg ready (stanpkg " in out and ", hot path: " in out, out
 
 
 def _venv_python(machine: Machine) -> str:
@@ -111,6 +115,11 @@ def _venv_python(machine: Machine) -> str:
     found = re.search(r"(?m)^version = (\d+\.\d+)", cfg)
     assert found, cfg
     return found.group(1)
+
+
+def _hot_path(machine: Machine) -> str:
+    """What the installed stanpkg runs, as its --version says (compiled or pure)."""
+    return machine.sh("stanpkg --version").strip().splitlines()[-1]
 
 
 def _roundtrip(machine: Machine, channel: str, count: int, stored: int = -1) -> dict[str, object]:
@@ -139,6 +148,7 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     # Installed as a service: enabled, started, running as its own user, sandboxed.
     machine.wait_active("stanpkg.service")
     assert _venv_python(machine) == containers.DEB_SUITES["bookworm"]
+    assert _hot_path(machine) == "hot path: compiled (mypyc)"  # the cp311 manylinux wheel
     # The export units are there for docs/pipeline.md, off until Spark is added.
     assert machine.sh("systemctl is-enabled stanpkg-export.timer", check=False).strip() == (
         "disabled"
@@ -238,6 +248,7 @@ def test_installs_on_debian_13(trixie: Machine, deb_file: Path) -> None:
     _install(trixie, deb_file)
     trixie.wait_active("stanpkg.service")
     assert _venv_python(trixie) == containers.DEB_SUITES["trixie"]
+    assert _hot_path(trixie) == "hot path: compiled (mypyc)"  # the cp313 manylinux wheel
     result = _roundtrip(trixie, "pkg.trixie", 3)
     assert result["ok"], result
 

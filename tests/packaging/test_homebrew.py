@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.fixtures import DIST, ROOT, VERSION, load_script, need_tools
+from tests.packaging.fixtures import ROOT, VERSION, build_dir, dist_dir, load_script, need_tools
 
 HOMEBREW = ROOT / "packaging" / "homebrew"
 FORMULA = HOMEBREW / "stanpkg.rb"
@@ -47,7 +47,13 @@ def test_formula_shape() -> None:
         r"service do\n\s+run \[opt_bin/\"stanpkg\", \"run\", \"-sc\", etc/\"stanpkg/stan.conf\"\]",
         text,
     )
+    # Built compiled, and its test says so.
+    install_block = text.split("def install", 1)[1].split("\n  end\n", 1)[0]
+    assert install_block.index('ENV["STANPKG_COMPILE"] = "1"') < install_block.index(
+        "venv.pip_install buildpath"
+    )
     test_block = text.split("test do", 1)[1]
+    assert 'assert_match "hot path: compiled (mypyc)"' in test_block
     assert "stanpkg validate" in test_block and "spawn" in test_block  # really starts it
     for block in re.findall(r'resource "[^"]+" do\n(.*?)\n  end', text, re.S):
         assert re.search(r'url "https://files\.pythonhosted\.org/\S+\.tar\.gz"', block), block
@@ -69,7 +75,7 @@ def test_render_sets_url_and_sha256_of_the_sdist() -> None:
 @pytest.mark.slow
 def test_built_formula_matches_the_built_sdist(formula_file: Path) -> None:
     text = formula_file.read_text()
-    sdist = DIST / f"stanpkg-{VERSION}.tar.gz"
+    sdist = dist_dir() / f"stanpkg-{VERSION}.tar.gz"
     url = re.search(r'(?m)^  url "([^"]+)"$', text)
     sha = re.search(r'(?m)^  sha256 "([0-9a-f]{64})"$', text)
     assert url and sha
@@ -83,7 +89,7 @@ def test_resources_cover_the_dependencies(python_dist: Path) -> None:
     """One resource per dependency in the wheelhouse, at the same version, except those
     Homebrew provides as formulae."""
     update = load_script("packaging/homebrew/update_resources.py")
-    from_formulae, wheelhouse = update.FROM_FORMULAE, update.WHEELHOUSE
+    from_formulae, wheelhouse = update.FROM_FORMULAE, build_dir() / "wheelhouse"
 
     text = FORMULA.read_text()
     resources = dict(

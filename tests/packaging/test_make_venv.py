@@ -10,17 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.fixtures import ROOT
+from tests.packaging.fixtures import ROOT, build_dir
 
 pytestmark = pytest.mark.slow
-
-WHEELS = ROOT / "build" / "packaging" / "wheelhouse-linux"
 
 
 def _make_venv(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": "/usr/bin:/bin",
-        "STANPKG_WHEELS": str(WHEELS),
+        "STANPKG_WHEELS": str(build_dir() / "wheelhouse-linux"),
         "STANPKG_PREFIX": str(tmp_path / "opt"),
         "STANPKG_EXTRAS_FILE": str(tmp_path / "extras"),
         "PIP_NO_INDEX": "1",  # no package index reachable, as in the test containers
@@ -38,7 +36,7 @@ def _make_venv(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_make_venv_offline_then_again_with_an_unreachable_extra(
     python_dist: Path, tmp_path: Path
 ) -> None:
-    assert (WHEELS / "PYTHON_VERSIONS").exists()
+    assert (build_dir() / "wheelhouse-linux" / "PYTHON_VERSIONS").exists()
     prefix = tmp_path / "opt"
     first = _make_venv(tmp_path)
     assert first.returncode == 0, first.stderr

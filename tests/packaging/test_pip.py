@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.fixtures import VERSION, stan_roundtrip
+from tests.packaging.fixtures import VERSION, pip_install_in_a_new_venv, stan_roundtrip
 
 pytestmark = pytest.mark.slow
 # A datastore the Go server wrote (/work/shared/fixtures): something for export to read.
@@ -55,21 +55,7 @@ def _free_port() -> int:
 
 
 def test_pip_install_gives_a_working_server(python_dist: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run(["/usr/bin/python3.11", "-m", "venv", str(venv)], check=True)
-    pip = subprocess.run(
-        [
-            str(venv / "bin" / "pip"),
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            str(python_dist / f"stanpkg-{VERSION}-py3-none-any.whl"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert pip.returncode == 0, pip.stderr[-3000:]
+    venv = pip_install_in_a_new_venv(python_dist / f"stanpkg-{VERSION}-py3-none-any.whl", tmp_path)
     version = subprocess.run(
         [str(venv / "bin" / "stanpkg"), "version"], capture_output=True, text=True, check=True
     )

@@ -17,6 +17,8 @@ SHELL_SCRIPTS = [
     ROOT / "packaging" / "build-python.sh",
     ROOT / "packaging" / "deb" / "build.sh",
     ROOT / "packaging" / "rpm" / "build.sh",
+    ROOT / "packaging" / "oci" / "build.sh",
+    ROOT / "packaging" / "debian-mirror.sh",
 ]
 # POSIX sh, installed by the deb and rpm (/usr/lib/stanpkg): make-venv runs in postinst.
 INSTALLED_SCRIPTS = [
