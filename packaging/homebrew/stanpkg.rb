@@ -104,6 +104,9 @@ class Stanpkg < Formula
     # STANPKG_NATS_SERVER.
     venv = virtualenv_create(libexec, "python3.13")
     venv.pip_install resources
+    # The compiled hot path (mypyc, in pip's isolated build environment): Homebrew always
+    # has a C compiler, so a build that cannot compile fails instead of going pure.
+    ENV["STANPKG_COMPILE"] = "1"
     venv.pip_install buildpath
     nats_server = Formula["nats-server"].opt_bin/"nats-server"
     %w[stanpkg nats-streaming-server].each do |cmd|
@@ -149,6 +152,7 @@ class Stanpkg < Formula
       }
     EOS
     assert_match "valid: MEMORY store", shell_output("#{bin}/stanpkg validate #{testpath}/stan.conf")
+    assert_match "hot path: compiled (mypyc)", shell_output("#{bin}/stanpkg --version")
 
     (testpath/"bad.conf").write "streaming { store_limits { max_msgs: -5 } }\n"
     output = shell_output("#{bin}/stanpkg validate #{testpath}/bad.conf 2>&1", 1)
