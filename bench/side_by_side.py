@@ -8,7 +8,10 @@ reference server, loaded by the same Go ``stan-bench`` client, alternating run b
 ``STANPKG_REFERENCE_DIR`` holds ``nats-streaming-server`` and ``stanbench`` as
 ../shared/reference/build.sh builds them. ``STANPKG_BASELINE_DIR`` is another checkout
 of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs with its
-own interpreter. Every run is printed as a JSON line and kept in ``runs.jsonl``;
+own interpreter. ``STANPKG_INSTALLED`` names an installed ``stanpkg`` command (the
+``.venv/bin/stanpkg`` of the README's quickstart, ``/usr/bin/stanpkg`` of the deb) and
+adds it as the side ``installed``: what an install path gives, compiled or not, rather
+than a checkout's sources. Every run is printed as a JSON line and kept in ``runs.jsonl``;
 ``--go-ns`` adds the side ``go-ns``: the Go server on a separate nats-server, the
 topology of stanpkg's server (one more process hop per message than the Go server with
 NATS embedded). ``--floor`` adds, on the sync round trips only, ``acker-ns`` and
@@ -79,7 +82,9 @@ def floor_sides(reference: Path) -> list[Side]:
     return [Side("acker-ns", go, reference, True), Side("pyacker-ns", python, ROOT, True)]
 
 
-def sides(reference: Path, baseline: Path | None, go_ns: bool = False) -> list[Side]:
+def sides(
+    reference: Path, baseline: Path | None, go_ns: bool = False, installed: Path | None = None
+) -> list[Side]:
     nss = str(reference / "nats-streaming-server")
     found = [Side("go", [nss], reference)]
     if go_ns:  # the Go server on a separate nats-server, the one stanpkg starts
@@ -88,6 +93,8 @@ def sides(reference: Path, baseline: Path | None, go_ns: bool = False) -> list[S
     found.append(Side("head", [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT))
     if baseline is not None:
         found.append(Side("base", [str(baseline / ".venv/bin/python"), "-c", RUN, "run"], baseline))
+    if installed is not None:  # its own directory first on sys.path, not a checkout's
+        found.append(Side("installed", [str(installed), "run"], installed.parent))
     return found
 
 
@@ -313,7 +320,13 @@ def main() -> int:
             max(int(n) for n in args.cores.split(","))
         )  # refuses a count this machine does not have, up front
     baseline = os.environ.get("STANPKG_BASELINE_DIR")
-    all_sides = sides(reference, Path(baseline) if baseline else None, args.go_ns)
+    installed = os.environ.get("STANPKG_INSTALLED")
+    all_sides = sides(
+        reference,
+        Path(baseline) if baseline else None,
+        args.go_ns,
+        Path(installed) if installed else None,
+    )
     if args.floor:
         if not (reference / "acker").is_file():
             print(FLOOR_HINT, file=sys.stderr)

@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'"
+# gcc and the Python headers: pip then builds the compiled hot path (about twice the pure
+# build's speed); without them it installs pure Python (docs/install.md).
+need_debian_packages python3-venv:"python3 -c 'import ensurepip, venv'" \
+    gcc:"command -v gcc" \
+    python3-dev:"python3 -c 'import os, sysconfig; assert os.path.exists(sysconfig.get_path(\"include\") + \"/Python.h\")'"
 ensure_venv
 .venv/bin/pip install --quiet --disable-pip-version-check .
+.venv/bin/stanpkg --version | tail -n 1   # hot path: compiled (mypyc), or why it is pure
 exec .venv/bin/stanpkg run -sc config_examples/quickstart.conf "$@"
