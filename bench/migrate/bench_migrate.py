@@ -59,7 +59,7 @@ def start_jetstream(where: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def read_only(config: Path) -> dict[str, object]:
-    from stanpkg.migrate.source import open_source
+    from stanpkg.migrate.open_source import open_source
     from stanpkg.plan.compile import compile_args
 
     started = time.perf_counter()

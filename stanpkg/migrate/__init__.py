@@ -1,7 +1,8 @@
 """``stanpkg migrate``: a standalone server's store, read-only, into the JetStream layout of
 stanpkg's clustered mode (``stores/jetstream``), keeping every sequence.
 
-``source`` reads the store a configuration describes without writing to it; ``destination``
+``open_source`` opens the store a configuration describes without writing to it (a
+``source``: ``file_source`` or ``sql_source``); ``destination``
 writes streams and records with the clustered store's own writers; ``verify`` compares
 the two channel by channel; ``run`` puts them together; ``cli`` is the command line.
 """

@@ -9,8 +9,9 @@ import os
 import sys
 
 from stanpkg.migrate.destination import Destination, DestinationError
+from stanpkg.migrate.open_source import open_source
 from stanpkg.migrate.run import MigrateError, Request, Summary, migrate
-from stanpkg.migrate.source import SourceError, open_source
+from stanpkg.migrate.source import SourceError
 from stanpkg.pipeline.options import ChannelSelector, OptionError
 from stanpkg.plan.compile import compile_args
 from stanpkg.transport.endpoint import NatsEndpoint

@@ -26,7 +26,7 @@ from stanpkg.pipeline.state import ExportState, StateStore
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from stanpkg.pipeline.source import ReadMetrics
+    from stanpkg.pipeline.metrics import ReadMetrics
 
 __all__ = ["FORMATS", "ExportJob", "ExportRequest", "ExportResult", "prepare_export", "run_export"]
 

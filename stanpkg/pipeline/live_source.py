@@ -46,7 +46,7 @@ from stanpkg.pipeline.live_offsets import (
 from stanpkg.pipeline.live_options import LiveOptions, Offsets
 
 if TYPE_CHECKING:
-    from stanpkg.pipeline.source import ReadMetrics
+    from stanpkg.pipeline.metrics import ReadMetrics
 
 __all__ = ["LiveBatchReader", "LiveStreamReader"]
 

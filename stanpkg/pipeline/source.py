@@ -36,12 +36,12 @@ from pyspark.sql.types import (
 
 from stanpkg.pipeline.batches import COLUMNS, SliceReadStats, read_task_batches
 from stanpkg.pipeline.live_options import LiveOptions, is_live
+from stanpkg.pipeline.metrics import ReadMetrics
 from stanpkg.pipeline.options import OptionError, ReadOptions
 from stanpkg.pipeline.planning import SliceTask, plan_read
 from stanpkg.stores.file.format import SliceReader
 
 if TYPE_CHECKING:
-    from pyspark.accumulators import Accumulator
     from pyspark.sql import SparkSession
 
 __all__ = ["SCHEMA", "ReadMetrics", "StanDataSource", "StanReader", "register"]
@@ -62,23 +62,6 @@ SCHEMA = StructType(
 )
 _PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _REDACTION_CONF = "spark.sql.redaction.options.regex"
-
-
-@dataclass(frozen=True)
-class ReadMetrics:
-    """Accumulators filled by every read of a registration (driver-side totals)."""
-
-    messages: Accumulator[int]
-    payload_bytes: Accumulator[int]
-    bad_records: Accumulator[int]
-
-    def add(self, stats: SliceReadStats) -> None:
-        self.messages.add(stats.messages)
-        self.payload_bytes.add(stats.payload_bytes)
-        self.bad_records.add(stats.bad_records)
-
-    def snapshot(self) -> tuple[int, int, int]:
-        return self.messages.value, self.payload_bytes.value, self.bad_records.value
 
 
 class SlicePartition(InputPartition):

@@ -255,6 +255,9 @@ class NatsConnection:
             return self._pool.add_advertised([str(u) for u in urls])
         return False
 
+    def _pong_received(self) -> None:
+        self._pings_out = 0
+
     def _async_info(self, info: dict[str, Any]) -> None:
         if self._apply_info(info):
             self._call(self._policy.on_discovered_servers)

@@ -1,14 +1,15 @@
 """One TCP/TLS connection to a NATS server: the asyncio Protocol half of NatsConnection.
 
 A new ``ClientProtocol`` is made for every (re)connect; the long-lived state (subscriptions,
-the outgoing buffer, callbacks) lives in :class:`~stanpkg.transport.connection.NatsConnection`.
+the outgoing buffer, callbacks) lives in :class:`~stanpkg.transport.connection.NatsConnection`,
+which it tells what happens through :class:`ConnectionEvents`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from stanpkg.transport.errors import (
     DisconnectedError,
@@ -20,14 +21,26 @@ from stanpkg.transport.errors import (
 from stanpkg.transport.parser import ProtocolParser, Subscription
 from stanpkg.transport.tls import remote_alert_text
 
-if TYPE_CHECKING:
-    from stanpkg.transport.connection import NatsConnection
-
 PONG = b"PONG\r\n"
 
 
+class ConnectionEvents(Protocol):
+    """What a protocol tells the connection that owns it: NatsConnection. A Protocol, so
+    that this lower module does not import the connection that imports it."""
+
+    def _connection_lost(self, proto: ClientProtocol, exc: Exception | None) -> None: ...
+
+    def _writes_paused(self, paused: bool) -> None: ...
+
+    def _async_info(self, info: dict[str, Any]) -> None: ...
+
+    def _pong_received(self) -> None: ...
+
+    def _report(self, error: Exception) -> None: ...
+
+
 class ClientProtocol(ProtocolParser, asyncio.Protocol):
-    def __init__(self, conn: NatsConnection, subs: dict[bytes, Subscription]) -> None:
+    def __init__(self, conn: ConnectionEvents, subs: dict[bytes, Subscription]) -> None:
         ProtocolParser.__init__(self, subs)
         self._conn = conn
         loop = asyncio.get_running_loop()
@@ -107,7 +120,7 @@ class ClientProtocol(ProtocolParser, asyncio.Protocol):
             self.transport.write(PONG)
 
     def _on_pong(self) -> None:
-        self._conn._pings_out = 0
+        self._conn._pong_received()
         if self.pongs:
             waiter = self.pongs.popleft()
             if waiter is not None and not waiter.done():

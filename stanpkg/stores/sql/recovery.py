@@ -9,33 +9,51 @@ committed before :func:`recover` returns.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from stanpkg.plan.limits import Limits
+from stanpkg.plan.limits import Limits, StoreLimits
 from stanpkg.stores.base import (
     ChannelStore,
     RecoveredChannel,
     RecoveredState,
     RecoveredSubscription,
     StoreError,
+    StoreLog,
     SubRecord,
 )
 from stanpkg.stores.sql.db import Op
 from stanpkg.stores.sql.drivers import Cursor, one_line
-from stanpkg.stores.sql.messages import MessageIndex, SqlMessageStore
+from stanpkg.stores.sql.messages import MessageIndex, Owner, SqlMessageStore
 from stanpkg.stores.sql.pending import SubPending
 from stanpkg.stores.sql.records import client_from_row, info_from_proto, sub_from_proto
 from stanpkg.stores.sql.rows import decoded, pending_lists
 from stanpkg.stores.sql.schema import SCHEMA_VERSION
-from stanpkg.stores.sql.subs import SqlSubscriptionStore
+from stanpkg.stores.sql.subs import SqlSubscriptionStore, SubIds
 
-if TYPE_CHECKING:
-    from stanpkg.stores.sql.store import SqlStore
-
-__all__ = ["recover"]
+__all__ = ["RecoveringStore", "recover"]
 
 
-def _rows(store: SqlStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+class RecoveringStore(Owner, Protocol):
+    """What recovery reads and sets on the store it recovers (SqlStore), beyond what its
+    message stores use. A Protocol, so that this module does not import the store that
+    calls it."""
+
+    limits: StoreLimits
+    log: StoreLog
+    max_channel_id: int
+    sub_ids: SubIds
+    channels: dict[str, ChannelStore]
+
+    def make_channel(
+        self, name: str, cid: int, limits: Limits, msgs: SqlMessageStore
+    ) -> ChannelStore: ...
+
+    def purge_channel(self, cid: int) -> None: ...
+
+    def queue(self, op: Op) -> None: ...
+
+
+def _rows(store: RecoveringStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     def run(cur: Cursor) -> list[tuple[Any, ...]]:
         cur.execute(sql, params)
         return [tuple(row) for row in cur.fetchall()]
@@ -43,7 +61,7 @@ def _rows(store: SqlStore, sql: str, params: tuple[Any, ...] = ()) -> list[tuple
     return store.db.read(run)
 
 
-def recover(store: SqlStore) -> RecoveredState | None:
+def recover(store: RecoveringStore) -> RecoveredState | None:
     sql = store.sql
     found = _rows(store, sql.RECOVER_SERVER_INFO)
     if not found:
@@ -95,7 +113,7 @@ def recover(store: SqlStore) -> RecoveredState | None:
 
 
 def _recover_messages(
-    store: SqlStore, cid: int, name: str, limits: Limits, maxseq: int
+    store: RecoveringStore, cid: int, name: str, limits: Limits, maxseq: int
 ) -> SqlMessageStore:
     index = MessageIndex()
     bounds = [0, 0, 0, 0, 0]  # first, last, last timestamp, total bytes, holes
@@ -141,7 +159,7 @@ def _recover_messages(
     return msgs
 
 
-def _recover_subs(store: SqlStore, channel: ChannelStore) -> list[RecoveredSubscription]:
+def _recover_subs(store: RecoveringStore, channel: ChannelStore) -> list[RecoveredSubscription]:
     subs = channel.subs
     assert isinstance(subs, SqlSubscriptionStore)
     sql, cid = store.sql, subs.channel_id
