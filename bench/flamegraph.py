@@ -3,7 +3,7 @@ under ``py-spy record`` while the Go ``stan-bench`` loads it as in side_by_side.
 
     STANPKG_REFERENCE_DIR=/tmp/goref python bench/flamegraph.py mem_async fanout
 
-Writes ``bench/profiles/<scenario>.svg`` (a flame graph; open it in a browser) and
+Writes ``bench/results/profiles/<scenario>.svg`` (a flame graph; open it in a browser) and
 ``<scenario>.txt``: the functions with the most self time (the frame on top of the stack)
 and the most inclusive time (anywhere in the stack), as shares of the samples. py-spy
 writes one format per recording, so each scenario runs twice: once for the SVG, once for
@@ -29,7 +29,7 @@ from processes import stop_server
 from side_by_side import BUILD_HINT, ROOT, RUN, Side, run_bench, start_server
 from sidebyside.scenarios import SCENARIOS, Scenario
 
-PROFILES = ROOT / "bench" / "profiles"
+PROFILES = ROOT / "bench" / "results" / "profiles"  # not committed
 TOP = 25
 
 

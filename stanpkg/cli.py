@@ -287,7 +287,7 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
 
 
 def cmd_bench(argv: list[str]) -> int:
-    from stanpkg.bench.cli import main as bench_main
+    from stanpkg.loadgen.cli import main as bench_main
 
     return int(bench_main(argv))
 

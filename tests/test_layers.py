@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     "cli": 7,
     "pipeline": 7,
     "migrate": 7,
-    "bench": 7,
+    "loadgen": 7,
     "__init__": 7,
     "__main__": 7,
 }
@@ -38,7 +38,7 @@ SAME_LAYER: set[tuple[str, str]] = {
     ("cli", "node"),
     ("cli", "control"),
     ("cli", "pipeline"),
-    ("cli", "bench"),
+    ("cli", "loadgen"),
     ("cli", "migrate"),
     ("migrate", "pipeline"),  # the channel selector of export
 }

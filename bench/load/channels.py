@@ -7,7 +7,7 @@ started again on it: the time from exec to "Streaming Server is ready" (recovery
 channel), beside the same time for an empty datastore, and the RSS after recovery.
 
 Usage: ``python bench/load/channels.py [--channels 2000] [--idle 30]``; samples in
-bench/load/data/channels.jsonl, the summary on stdout and data/channels.json.
+bench/results/load/channels.jsonl, the summary on stdout and channels.json beside it.
 """
 
 from __future__ import annotations

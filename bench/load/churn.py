@@ -9,7 +9,7 @@ subscriptions, and RSS and open files should be back near where the first wave l
 (the first wave brings in code paths and buffers once).
 
 Usage: ``python bench/load/churn.py [--clients 10000] [--concurrency 200]``; samples in
-bench/load/data/churn.jsonl, the summary on stdout and data/churn.json.
+bench/results/load/churn.jsonl, the summary on stdout and churn.json beside it.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from stanpkg.transport import NatsConnection
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
 CLUSTER_ID = "load"
-DATA = Path(__file__).resolve().parent / "data"  # every run's samples and summary
+# every run's samples and summary, and plot.py's charts (bench/results/ is not committed)
+DATA = ROOT / "bench" / "results" / "load"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 

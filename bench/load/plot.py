@@ -1,8 +1,8 @@
-"""Draw the samples of a load run (bench/load/data/NAME.jsonl) as bench/load/NAME.png:
+"""Draw the samples of a load run (bench/results/load/NAME.jsonl) as bench/results/load/NAME.png:
 the server's RSS, open files, CPU, and (soak) publish latency against time.
 
 Needs matplotlib, which is not a stanpkg dependency: ``.venv/bin/pip install matplotlib``.
-Usage: ``python bench/load/plot.py [soak] [churn] ...`` (default: every data/*.jsonl).
+Usage: ``python bench/load/plot.py [soak] [churn] ...`` (default: every bench/results/load/*.jsonl).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE / "data"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "results" / "load"
 
 
 def load(name: str) -> list[dict[str, Any]]:
@@ -50,7 +49,7 @@ def plot(name: str) -> Path:
     axes[-1].set_xlabel("minutes")
     fig.suptitle(f"stanpkg server under load: {name}")
     fig.tight_layout()
-    out = HERE / f"{name}.png"
+    out = DATA / f"{name}.png"
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out

@@ -12,7 +12,7 @@ The MEMORY store keeps ``--max-msgs`` messages per channel (older ones are dropp
 production), so the store reaches its steady size early and RSS can be flat afterwards.
 
 Usage: ``python bench/load/soak.py [--seconds 1800] [--rate R] [--max-seconds 20]``;
-samples go to bench/load/data/soak.jsonl, the summary to stdout and data/soak.json;
+samples go to bench/results/load/soak.jsonl, the summary to stdout and soak.json beside it;
 ``python bench/load/plot.py`` draws the PNG.
 """
 

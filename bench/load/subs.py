@@ -6,7 +6,7 @@ the first publish to the last delivery), the server's CPU per delivery, and its 
 no subscription, with all of them, and after the run.
 
 Usage: ``python bench/load/subs.py [--subs 1000] [--clients 20] [--messages 1000]``;
-samples in bench/load/data/subs.jsonl, the summary on stdout and data/subs.json.
+samples in bench/results/load/subs.jsonl, the summary on stdout and subs.json beside it.
 """
 
 from __future__ import annotations

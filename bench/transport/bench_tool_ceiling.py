@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/transport/bench_tool_ceiling.py [--n 200000] [--mpa 512,4096]
 
-Starts nats-server (EmbeddedNatsServer) and ``python -m stanpkg.bench.fake_server`` (acks
-every PubMsg at once), then runs ``python -m stanpkg.bench.cli`` in a subprocess and
+Starts nats-server (EmbeddedNatsServer) and ``python -m stanpkg.loadgen.fake_server`` (acks
+every PubMsg at once), then runs ``python -m stanpkg.loadgen.cli`` in a subprocess and
 reports the rate it prints plus its CPU time. ``msgs per CPU-second`` is the tool's ceiling
 when it has a core to itself (wall-clock rates here share 2 cores with nats-server and the
 fake server).
@@ -35,7 +35,7 @@ def cpu_of(pid: int) -> float:
 
 
 def run_bench(url: str, extra: list[str], n: int, fake_pid: int) -> None:
-    cmd = [sys.executable, "-m", "stanpkg.bench.cli", "-s", url, "-c", "ceiling", "-n", str(n)]
+    cmd = [sys.executable, "-m", "stanpkg.loadgen.cli", "-s", url, "-c", "ceiling", "-n", str(n)]
     before, fake_before = cpu_children(), cpu_of(fake_pid)
     result = subprocess.run([*cmd, *extra, "bench.subject"], capture_output=True, text=True)
     cpu = cpu_children() - before
@@ -64,7 +64,7 @@ async def main() -> None:
     fake = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "stanpkg.bench.fake_server",
+        "stanpkg.loadgen.fake_server",
         "-s",
         server.client_url,
         "-c",

@@ -72,7 +72,7 @@ _OPERATORS = "error parsing operators: unsupported type {got}"
 _RESOLVER = "error parsing operator resolver, wrong type {got}"
 
 # From the processConfigFileLine switch of nats-server 2.15's server/opts.go. Checked
-# against the binary by tests/plan/test_nats_types.py and bench/fuzz/nats_types.py.
+# against the binary by tests/plan/test_nats_types.py and tests/fuzz/nats_types.py.
 NATS_KEYS: tuple[NatsKey, ...] = (
     # accounts: nats-server ignores a value that is neither a map nor an array.
     _key("accounts"),

@@ -45,7 +45,7 @@ class MsgEncoder:
     byte as protobuf does (fields in number order, defaults left out). The subject and
     timestamp fields are encoded once by protobuf; per message only the sequence and the
     payload's length remain: a third of the time of building a message object for each
-    publish (bench/profiles/README.md)."""
+    publish (profile with bench/flamegraph.py)."""
 
     __slots__ = ("_subject", "_timestamp")
 

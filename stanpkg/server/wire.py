@@ -29,7 +29,7 @@ def ack_sequence(payload: bytes, prefix: bytes) -> int:
     (sequences below 2^28) and nothing else, which is how clients encode one; -1 for
     anything else (another channel, other field order, extra fields, longer varints:
     decode those with protobuf). Acks arrive once per delivered message; unrolled, this
-    takes two thirds of the time of a message object (bench/profiles/README.md)."""
+    takes two thirds of the time of a message object (profile with bench/flamegraph.py)."""
     if not payload.startswith(prefix):
         return -1
     # Byte by byte: compiled, an index read is a C read; a slice would be a new object.

@@ -1,4 +1,4 @@
-"""A bounded, seeded run of bench/fuzz/config_fuzz.py: a few thousand mutated and
+"""A bounded, seeded run of tests/fuzz/config_fuzz.py: a few thousand mutated and
 generated configurations through what ``stanpkg validate`` does, every one ending in
 diagnostics or success within 1 s."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz import config_fuzz
-from bench.fuzz.config_inputs import load_seeds, make_input, write_include_files
+from tests.fuzz import config_fuzz
+from tests.fuzz.config_inputs import load_seeds, make_input, write_include_files
 
 INPUTS = 3000
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz.config_fuzz import validate
-from bench.fuzz.config_inputs import ENVIRONMENT
 from stanpkg.plan.compile import compile_args
+from tests.fuzz.config_fuzz import validate
+from tests.fuzz.config_inputs import ENVIRONMENT
 
-# Inputs the fuzzer saved (bench/fuzz/crashes/), kept with the command line they ran with.
+# Inputs the fuzzer saved (tests/fuzz/crashes/), kept with the command line they ran with.
 SAVED = Path(__file__).resolve().parent / "config_regressions"
 # file name: (flags, diagnostic expected)
 SAVED_RUNS = {

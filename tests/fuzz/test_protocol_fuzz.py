@@ -1,41 +1,21 @@
-"""A bounded, seeded run of bench/fuzz/protocol_fuzz.py: hostile payloads on every
+"""A bounded, seeded run of tests/fuzz/protocol_fuzz.py: hostile payloads on every
 client-facing subject of a real server on a real nats-server; every malformed request
 answered with the reference's text, nothing leaked, the next real client served."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from stanpkg.server import errors
+from tests.fuzz import protocol_fuzz as fuzz
 from tests.server.conftest import start_nats_process
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_bench_script(name: str) -> ModuleType:
-    """A script of bench/fuzz/ (not a package) as a module."""
-    path = ROOT / "bench" / "fuzz" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def _harness() -> ModuleType:
-    return load_bench_script("protocol_fuzz")
 
 
 @pytest.mark.slow
 def test_protocol_fuzz_fixed_seed(tmp_path: Path) -> None:
-    fuzz = _harness()
     proc, url = start_nats_process(tmp_path)
     try:
         report = asyncio.run(fuzz.fuzz(url, rounds=800, seed=15, cluster_id="fuzz-ci"))
@@ -67,7 +47,6 @@ def test_protocol_fuzz_fixed_seed(tmp_path: Path) -> None:
 
 def test_expected_answers_follow_the_reference() -> None:
     """The harness's oracle itself, on hand-made payloads (spec §3.1, §4, §7.1, §9.3)."""
-    fuzz = _harness()
     pb = fuzz.pb
     assert fuzz.expected("discover", b"\xff") == {errors.INVALID_CONN_REQ}
     no_inbox = pb.ConnectRequest(clientID="a").SerializeToString()

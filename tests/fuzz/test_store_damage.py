@@ -1,4 +1,4 @@
-"""A bounded, seeded run of bench/fuzz/store_damage.py (truncations and bit flips of
+"""A bounded, seeded run of tests/fuzz/store_damage.py (truncations and bit flips of
 every FILE store file kind, of a stanpkg-written store and of the Go fixtures), and the
 same damage seen through a real ``stanpkg run``: ready, or status 1 with an error naming
 the file and the offset; never a traceback."""
@@ -9,24 +9,18 @@ import re
 import shutil
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.fuzz.test_protocol_fuzz import load_bench_script
+from tests.fuzz import store_damage as damage
 from tests.stores.file.helpers import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("server.dat", "clients.dat", "subs.dat", "msgs.N.dat", "msgs.N.idx")
 
 
-def _harness() -> ModuleType:
-    return load_bench_script("store_damage")
-
-
 @pytest.mark.slow
 def test_damaged_stores_fixed_seed(tmp_path: Path) -> None:
-    damage = _harness()
     report = damage.run(300, 15, tmp_path)
     print("\n".join(report.lines()))
     assert report.failures == []
@@ -55,7 +49,6 @@ def _flip_in_first_record(root: Path, name: str) -> Path:
 def test_damaged_store_through_the_server_process(tmp_path: Path, name: str) -> None:
     """A bit flip in a record's payload: the real server refuses to start, naming the
     file and the offset, as the reference does (a CRC mismatch is never repaired)."""
-    damage = _harness()
     root = tmp_path / "store"
     damage.write_store(root)
     path = _flip_in_first_record(root, name)
@@ -74,7 +67,6 @@ def test_damaged_store_through_the_server_process(tmp_path: Path, name: str) -> 
 def test_damaged_message_is_reported_when_read(tmp_path: Path) -> None:
     """A message record other than a slice's last is checked when it is read (as the
     reference's): the server starts, and reading it logs the message, file and offset."""
-    damage = _harness()
     root = tmp_path / "store"
     damage.write_store(root)
     path = _flip_in_first_record(root, "ch/msgs.1.dat")
@@ -98,7 +90,6 @@ def test_idx_cut_loses_uncommitted_entries_and_a_deleted_index_brings_them_back(
 ) -> None:
     """The index commits messages (as the reference's): entries cut off hide their
     records; deleting the index before the channel is written again rebuilds it."""
-    damage = _harness()
     root = tmp_path / "store"
     damage.write_store(root)
     original = damage.recovered_messages(root)

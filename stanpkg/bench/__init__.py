@@ -1,1 +1,0 @@
-"""stanpkg.bench: the ``stanpkg bench`` STAN load generator (see cli.py)."""

@@ -1,0 +1,1 @@
+"""stanpkg.loadgen: the ``stanpkg bench`` STAN load generator (see cli.py)."""
