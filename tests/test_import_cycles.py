@@ -11,24 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "stanpkg"
 MAX_LINES = 700
-# Cycles through the server core that wait for its handlers to get their collaborators
-# when they are built (the architecture issue, item 3).
-KNOWN_CYCLES = {
-    frozenset({"server.channels", "server.clients", "server.subscriptions"}),
-    frozenset(
-        {
-            "server.connect",
-            "server.heartbeats",
-            "server.modes.base",
-            "server.partitioning",
-            "server.publish",
-            "server.recovery",
-            "server.server",
-            "server.subscribe",
-            "server.unsubscribe",
-        }
-    ),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_LARGE = {
     "transport/connection.py",
     "stores/jetstream/streams.py",

@@ -14,7 +14,7 @@ from stanpkg.server.clients import Client, is_valid_client_id
 from stanpkg.stores.base import ClientRecord, StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ConnectHost
 
 __all__ = ["ConnectionRequests"]
 
@@ -27,7 +27,7 @@ _PING_GONE = pb.PingResponse(error=errors.CLIENT_GONE).SerializeToString()
 
 
 class ConnectionRequests:
-    def __init__(self, server: StreamingServer) -> None:
+    def __init__(self, server: ConnectHost) -> None:
         self.server = server
         self._probing: set[str] = set()
         self._probe_tasks: set[asyncio.Task[None]] = set()

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import lenient
-from stanpkg.server.subscriptions import QueueGroup, Subscription
+from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.server.wire import ack_sequence, is_ctrl_msg, redelivered
 from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
 
@@ -168,7 +168,7 @@ class Delivery:
             members.append(members.pop(0))
         return chosen
 
-    def send_available_to_group(self, channel: Channel, group: QueueGroup) -> None:
+    def send_available_to_group(self, channel: SubscribedChannel, group: QueueGroup) -> None:
         msgs = channel.msgs
         last = msgs.last_sequence
         seq = group.last_sent + 1

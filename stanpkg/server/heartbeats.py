@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from stanpkg.server.clients import Client
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import HeartbeatHost
 
 __all__ = ["Heartbeats"]
 
 
 class Heartbeats:
-    def __init__(self, server: StreamingServer) -> None:
+    def __init__(self, server: HeartbeatHost) -> None:
         self.server = server
         plan = server.plan
         self.interval = plan.hb_interval / 1e9

@@ -15,7 +15,7 @@ from stanpkg.proto import spb_pb2 as spb
 from stanpkg.server.errors import StartupError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import PartitionHost
 
 __all__ = ["Partitions", "decode_channel_list", "encode_channel_lists"]
 
@@ -57,7 +57,7 @@ def decode_channel_list(data: bytes) -> Iterator[str]:
 
 
 class Partitions:
-    def __init__(self, server: StreamingServer, channels: Iterable[str]) -> None:
+    def __init__(self, server: PartitionHost, channels: Iterable[str]) -> None:
         self.server = server
         self.names = list(channels)
         self.tree: SubjectTree[str] = SubjectTree()

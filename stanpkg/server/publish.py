@@ -33,7 +33,7 @@ from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import PublishHost
 
 __all__ = ["PublishPipeline"]
 
@@ -66,7 +66,7 @@ _SCAN_PUB_MSG = is_compiled("stanpkg.server.wire")
 
 
 class PublishPipeline:
-    def __init__(self, server: StreamingServer) -> None:
+    def __init__(self, server: PublishHost) -> None:
         self.server = server
         self.in_msgs = 0
         self.in_bytes = 0

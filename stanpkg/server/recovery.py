@@ -12,12 +12,12 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import RecoveredChannel, RecoveredState
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import RecoveryHost
 
 __all__ = ["rebuild", "start_recovered"]
 
 
-def rebuild(server: StreamingServer, state: RecoveredState) -> list[Subscription]:
+def rebuild(server: RecoveryHost, state: RecoveredState) -> list[Subscription]:
     """Register recovered clients and channels; return the online subscriptions (to be
     attached to NATS and started once the server is ready)."""
     for record in state.clients:
@@ -30,7 +30,7 @@ def rebuild(server: StreamingServer, state: RecoveredState) -> list[Subscription
 
 
 def _rebuild_channel(
-    server: StreamingServer, channel: Channel, recovered: RecoveredChannel
+    server: RecoveryHost, channel: Channel, recovered: RecoveredChannel
 ) -> list[Subscription]:
     online: list[Subscription] = []
     for item in recovered.subscriptions:
@@ -77,7 +77,7 @@ def _rebuild_channel(
     return online
 
 
-def start_recovered(server: StreamingServer, subs: list[Subscription]) -> None:
+def start_recovered(server: RecoveryHost, subs: list[Subscription]) -> None:
     """After the server is ready: pending messages expire ``ackWait`` after their
     timestamp; the expired ones go out now (to the same queue member), and only then
     are new messages released."""

@@ -18,7 +18,7 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import SubscribeHost
 
 __all__ = ["SubscribeRequests", "start_last_sent"]
 
@@ -47,7 +47,7 @@ def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
 
 
 class SubscribeRequests:
-    def __init__(self, server: StreamingServer) -> None:
+    def __init__(self, server: SubscribeHost) -> None:
         self.server = server
 
     def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:

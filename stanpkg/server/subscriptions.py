@@ -18,15 +18,33 @@ through Python's attribute lookup (fan-out: 15 % less CPU, bench/README.md).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from stanpkg.stores.base import SubRecord
+from stanpkg.stores.base import MessageStore, SubRecord, SubscriptionStore
 
-if TYPE_CHECKING:
-    from stanpkg.server.channels import Channel
-    from stanpkg.server.clients import Client
+__all__ = ["QueueGroup", "SubscribedChannel", "Subscriber", "Subscription", "durable_key"]
 
-__all__ = ["QueueGroup", "Subscription", "durable_key"]
+
+class SubscribedChannel(Protocol):
+    """What a subscription and its delivery reach of the channel it is on (``Channel``
+    in channels.py). Protocols here keep this module below channels and clients, which
+    hold subscriptions: neither is imported back."""
+
+    name: str
+    ack_prefix: bytes
+    msgs: MessageStore
+    subs_store: SubscriptionStore
+    plain: list[Subscription]  # plain subscriptions and online durables
+    durables: dict[str, Subscription]
+    groups: dict[str, QueueGroup]
+
+    def unindex_sub(self, sub: Subscription) -> None: ...
+
+
+class Subscriber(Protocol):
+    """The client a live subscription belongs to (``Client`` in clients.py)."""
+
+    subs: list[Subscription]
 
 
 def durable_key(client_id: str, channel: str, durable_name: str) -> str:
@@ -54,7 +72,7 @@ class Subscription:
         "stalled",
     )
 
-    def __init__(self, record: SubRecord, channel: Channel) -> None:
+    def __init__(self, record: SubRecord, channel: SubscribedChannel) -> None:
         self.record = record
         self.channel = channel
         self.inbox = record.inbox
@@ -65,7 +83,7 @@ class Subscription:
         # Redelivery counts of this subscription's messages (a queue group shares one,
         # see join()).
         self.redeliveries: dict[int, int] = {}
-        self.client: Client | None = None
+        self.client: Subscriber | None = None
         self.group: QueueGroup | None = None
         self.stalled = False
         self.ready = False  # no delivery before the SubscriptionResponse went out

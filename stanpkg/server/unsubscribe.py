@@ -9,18 +9,17 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, lenient
-from stanpkg.server.channels import Channel
 from stanpkg.server.clients import Client
-from stanpkg.server.subscriptions import QueueGroup, Subscription
+from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ChannelHost
 
 __all__ = ["Removals"]
 
 
 class Removals:
-    def __init__(self, server: StreamingServer) -> None:
+    def __init__(self, server: ChannelHost) -> None:
         self.server = server
 
     # -- requests ---------------------------------------------------------------------
@@ -79,13 +78,16 @@ class Removals:
 
     async def remove_client_subscriptions(self, client: Client) -> None:
         """Connection closed or lost: every subscription of the client leaves."""
-        channels: dict[str, Channel] = {}
+        channels: dict[str, SubscribedChannel] = {}
         for sub in list(client.subs):
             channels[sub.channel.name] = sub.channel
             self.remove(sub, unsubscribe=False)
-        for channel in channels.values():
+        registry = self.server.channels
+        for name, channel in channels.items():
             await channel.subs_store.flush()
-            self.server.channels.start_inactivity_timer(channel)
+            live = registry.get(name)
+            if live is channel:  # a deleted channel has no timer to start
+                registry.start_inactivity_timer(live)
 
     # -- removal ----------------------------------------------------------------------
 
@@ -128,7 +130,7 @@ class Removals:
         store.delete(sub.id)
 
     def _leave_group(
-        self, channel: Channel, group: QueueGroup, sub: Subscription, unsubscribe: bool
+        self, channel: SubscribedChannel, group: QueueGroup, sub: Subscription, unsubscribe: bool
     ) -> None:
         store = channel.subs_store
         if sub in group.members:

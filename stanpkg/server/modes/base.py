@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ModeHost
     from stanpkg.transport.connection import MsgHandler, NatsConnection
 
 __all__ = ["ServingMode"]
@@ -41,17 +41,17 @@ class ServingMode(ABC):
         return False
 
     # Hooks a mode may leave as they are: doing nothing is the standalone default.
-    async def before_recovery(self, server: StreamingServer) -> None:  # noqa: B027
+    async def before_recovery(self, server: ModeHost) -> None:  # noqa: B027
         """Returns when this server may read the store."""
 
-    async def before_listening(self, server: StreamingServer) -> None:  # noqa: B027
+    async def before_listening(self, server: ModeHost) -> None:  # noqa: B027
         """Returns when this server, with its store recovered, may answer clients."""
 
     def subscribe_for_clients(self, conn: NatsConnection, subject: str, handler: MsgHandler) -> int:
         """The server's subscription to a subject clients send requests to."""
         return conn.subscribe(subject, handler)
 
-    def listening(self, server: StreamingServer) -> None:  # noqa: B027
+    def listening(self, server: ModeHost) -> None:  # noqa: B027
         """The server has subscribed to every request subject: it answers clients now."""
 
     async def stop(self) -> None:  # noqa: B027

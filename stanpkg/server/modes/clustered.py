@@ -19,7 +19,7 @@ from stanpkg.stores.base import StoreError
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ModeHost
     from stanpkg.transport.connection import MsgHandler, NatsConnection
 
 __all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject", "node_subject"]
@@ -78,7 +78,7 @@ class Clustered(ServingMode):
     def standing_by(self) -> bool:
         return not self._leading
 
-    async def before_recovery(self, server: StreamingServer) -> None:
+    async def before_recovery(self, server: ModeHost) -> None:
         """Refuse to run beside a node with the same ID (its lease would be ours), then
         answer for this ID."""
         subject = node_subject(server.plan.cluster_id, self.node_id)
@@ -100,7 +100,7 @@ class Clustered(ServingMode):
         for task in self._requests:
             task.cancel()
 
-    async def before_listening(self, server: StreamingServer) -> None:
+    async def before_listening(self, server: ModeHost) -> None:
         log = server.log
         log.notice(f"Cluster Node ID : {self.node_id}")
         log.notice(f"Cluster Log Path: {self.log_path}")
@@ -131,7 +131,7 @@ class Clustered(ServingMode):
 
     # -- requests held during a failover (held_requests.py) -----------------------------
 
-    async def _hold_while_silent(self, server: StreamingServer, held: HeldRequests) -> None:
+    async def _hold_while_silent(self, server: ModeHost, held: HeldRequests) -> None:
         """Hold the clients' publishes while the serving node is silent."""
         store, log = server.store, server.log
         while True:
@@ -152,7 +152,7 @@ class Clustered(ServingMode):
             return self._held.subscribe(subject, handler)
         return conn.subscribe(subject, handler)
 
-    def listening(self, server: StreamingServer) -> None:
+    def listening(self, server: ModeHost) -> None:
         held, self._held = self._held, None
         if held is None:
             return
@@ -166,7 +166,7 @@ class Clustered(ServingMode):
 
     # -- membership requests (allow_add_remove_node) ------------------------------------
 
-    def _answer_membership_requests(self, server: StreamingServer) -> None:
+    def _answer_membership_requests(self, server: ModeHost) -> None:
         conn, cluster_id = server.conn, server.plan.cluster_id
         for action in ("add", "remove"):
 
@@ -179,9 +179,7 @@ class Clustered(ServingMode):
 
             conn.subscribe(membership_subject(cluster_id, action), on_request)
 
-    async def _membership(
-        self, server: StreamingServer, action: str, node: str, reply: str
-    ) -> None:
+    async def _membership(self, server: ModeHost, action: str, node: str, reply: str) -> None:
         verb = "adding" if action == "add" else "removing"
         server.log.notice(f"Request to {action} cluster node {node!r}")
         try:
@@ -205,7 +203,7 @@ class Clustered(ServingMode):
             server.log.notice("This node was removed from the cluster: shutting down")
             os.kill(os.getpid(), signal.SIGTERM)
 
-    async def _check_running(self, server: StreamingServer, node: str) -> None:
+    async def _check_running(self, server: ModeHost, node: str) -> None:
         """A JetStream server joins by its routes; the node must be up to count."""
         subject = node_subject(server.plan.cluster_id, node)
         deadline = asyncio.get_running_loop().time() + ADD_PROBE_PATIENCE

@@ -10,7 +10,7 @@ from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ModeHost
 
 __all__ = ["FaultTolerant"]
 
@@ -27,7 +27,7 @@ class FaultTolerant(ServingMode):
     def standing_by(self) -> bool:
         return self._group is None or not self._group.active
 
-    async def before_recovery(self, server: StreamingServer) -> None:
+    async def before_recovery(self, server: ModeHost) -> None:
         """Returns once this server is the active one of its group (internal-protocol.md
         §3.3); the store is not read before."""
         plan, log = server.plan, server.log

@@ -13,7 +13,7 @@ from stanpkg.server.modes.base import ServingMode
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
-    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.host import ModeHost
 
 __all__ = ["PROBE_TIMEOUT", "Standalone"]
 
@@ -28,12 +28,12 @@ class Standalone(ServingMode):
     def state_name(self) -> str:
         return "STANDALONE"
 
-    async def before_listening(self, server: StreamingServer) -> None:
+    async def before_listening(self, server: ModeHost) -> None:
         if self._probe_for_twin:
             await _refuse_twin(server)
 
 
-async def _refuse_twin(server: StreamingServer) -> None:
+async def _refuse_twin(server: ModeHost) -> None:
     """protocol.md §14: refuse to run beside another server with our cluster ID. The
     probe is a connect request with the cluster ID as client ID on the (recovered)
     discovery subject; an answer means someone serves it."""
