@@ -11,7 +11,9 @@ of stanpkg with its own ``.venv`` (to compare two commits); each checkout runs w
 own interpreter. ``STANPKG_INSTALLED`` names an installed ``stanpkg`` command (the
 ``.venv/bin/stanpkg`` of the README's quickstart, ``/usr/bin/stanpkg`` of the deb) and
 adds it as the side ``installed``: what an install path gives, compiled or not, rather
-than a checkout's sources. Every run is printed as a JSON line and kept in ``runs.jsonl``;
+than a checkout's sources; ``NAME=PATH,NAME=PATH`` adds several, named (two builds side
+by side: ``before=/tmp/a/bin/stanpkg,after=/tmp/b/bin/stanpkg``). Every run is printed
+as a JSON line and kept in ``runs.jsonl``;
 ``--go-ns`` adds the side ``go-ns``: the Go server on a separate nats-server, the
 topology of stanpkg's server (one more process hop per message than the Go server with
 NATS embedded). ``--floor`` adds, on the sync round trips only, ``acker-ns`` and
@@ -83,7 +85,10 @@ def floor_sides(reference: Path) -> list[Side]:
 
 
 def sides(
-    reference: Path, baseline: Path | None, go_ns: bool = False, installed: Path | None = None
+    reference: Path,
+    baseline: Path | None,
+    go_ns: bool = False,
+    installed: dict[str, Path] | None = None,
 ) -> list[Side]:
     nss = str(reference / "nats-streaming-server")
     found = [Side("go", [nss], reference)]
@@ -93,8 +98,18 @@ def sides(
     found.append(Side("head", [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT))
     if baseline is not None:
         found.append(Side("base", [str(baseline / ".venv/bin/python"), "-c", RUN, "run"], baseline))
-    if installed is not None:  # its own directory first on sys.path, not a checkout's
-        found.append(Side("installed", [str(installed), "run"], installed.parent))
+    for name, command in (installed or {}).items():
+        # A command's own directory comes first on its sys.path, not a checkout's.
+        found.append(Side(name, [str(command), "run"], command.parent))
+    return found
+
+
+def installed_sides(value: str) -> dict[str, Path]:
+    """``STANPKG_INSTALLED``: ``PATH`` (the side ``installed``) or ``NAME=PATH,...``."""
+    found: dict[str, Path] = {}
+    for item in filter(None, value.split(",")):
+        name, _, path = item.rpartition("=")
+        found[name or "installed"] = Path(path)
     return found
 
 
@@ -325,7 +340,7 @@ def main() -> int:
         reference,
         Path(baseline) if baseline else None,
         args.go_ns,
-        Path(installed) if installed else None,
+        installed_sides(installed or ""),
     )
     if args.floor:
         if not (reference / "acker").is_file():
