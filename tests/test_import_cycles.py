@@ -16,7 +16,6 @@ KNOWN_LARGE = {
     "transport/connection.py",
     "stores/jetstream/streams.py",
     "stores/jetstream/store.py",
-    "plan/options.py",
 }
 GENERATED = ("_pb2.py", "_pb2.pyi")
 

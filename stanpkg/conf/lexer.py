@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Protocol
 from stanpkg.conf import scalars
 from stanpkg.conf.errors import ConfError
 from stanpkg.conf.nodes import Kind
-from stanpkg.conf.source import Source
+from stanpkg.conf.source import SourceText
 
 
 class T(enum.Enum):
@@ -106,7 +106,7 @@ def describe(text: str, offset: int) -> str:
 class Lexer:
     """Produces tokens on demand via :meth:`next`; raises ConfError on bad input."""
 
-    def __init__(self, src: Source, *, value_only: bool = False) -> None:
+    def __init__(self, src: SourceText, *, value_only: bool = False) -> None:
         self.src = src
         self.text = src.text
         self.pos = 0

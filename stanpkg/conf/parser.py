@@ -34,7 +34,7 @@ from stanpkg.conf.lexer import (
     Lexer,
 )
 from stanpkg.conf.nodes import Kind, MapEntry, Node
-from stanpkg.conf.source import Source, read_text
+from stanpkg.conf.source import SourceText, read_text
 
 MAX_DEPTH = 100  # nested maps/arrays, across includes
 MAX_INCLUDE_DEPTH = 32
@@ -84,7 +84,7 @@ _Frame = _MapFrame | _ArrayFrame
 class Parser:
     def __init__(
         self,
-        src: Source,
+        src: SourceText,
         env: Mapping[str, str],
         base_dir: str,
         includes: tuple[tuple[str, str], ...] = (),
@@ -182,7 +182,7 @@ class Parser:
         if text == "":
             return Node(Kind.STRING, "", at)
         sub = Parser(
-            Source(text, f"<env {name}>"),
+            SourceText(text, f"<env {name}>"),
             self.env,
             self.base_dir,
             self.includes,
@@ -212,7 +212,7 @@ class Parser:
             what = f"include file '{path}'" + (f" ({shown})" if shown != path else "")
             text = read_text(shown, at, what)
             sub = Parser(
-                Source(text, shown),
+                SourceText(text, shown),
                 self.env,
                 os.path.dirname(shown),
                 (*self.includes, (real, shown)),
@@ -260,7 +260,7 @@ def parse_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = Non
     name = os.fspath(path)
     text = read_text(name, None, f"configuration file '{name}'")
     includes = ((os.path.realpath(name), name),)
-    parser = Parser(Source(text, name), _environ(env), os.path.dirname(name), includes)
+    parser = Parser(SourceText(text, name), _environ(env), os.path.dirname(name), includes)
     with gc_paused():
         return parser.parse_document()
 
@@ -277,7 +277,7 @@ def parse_string(
     the current directory). ``env`` defaults to ``os.environ``.
     """
     base = "" if base_dir is None else os.fspath(base_dir)
-    parser = Parser(Source(text, filename), _environ(env), base)
+    parser = Parser(SourceText(text, filename), _environ(env), base)
     with gc_paused():
         return parser.parse_document()
 
@@ -286,6 +286,6 @@ def parse_value(
     text: str, filename: str = "<flag>", *, env: Mapping[str, str] | None = None
 ) -> Node:
     """Parse one value, as if written ``v = <text>`` (e.g. a command-line size)."""
-    parser = Parser(Source(text, filename), _environ(env), "")
+    parser = Parser(SourceText(text, filename), _environ(env), "")
     with gc_paused():
         return parser.parse_value()

@@ -17,8 +17,11 @@ _BOM = "\ufeff"
 _BAD_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-class Source:
-    """One text being parsed, with a name for positions (a path or e.g. ``<string>``)."""
+class SourceText:
+    """One text being parsed, with a name for positions (a path or e.g. ``<string>``).
+
+    Not :class:`stanpkg.plan.model.Source`, which says where a configured value came from
+    (the default, a file position, a flag, the environment): this is the text itself."""
 
     __slots__ = ("_line_starts", "name", "text")
 

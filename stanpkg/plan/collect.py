@@ -1,8 +1,9 @@
 """Read parsed configuration trees into the normalised configuration.
 
 The normalised configuration is a nested dict keyed by canonical option names (the shape
-``schemas/stan.schema.json`` describes). Next to it we keep, for every value, where it was
-set, so later stages can point at the file position of a bad value.
+``schemas/stan.schema.json`` describes), in the compiler's :class:`Context`. Next to it we
+keep, for every value, where it was set, so later stages can point at the file position of
+a bad value.
 
 Which file holds what follows the reference: with ``-sc`` the streaming options come from
 that file and the NATS options from ``-c`` (or from the same file when there is no ``-c``);
@@ -13,12 +14,12 @@ level itself does.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.conf import MapEntry, Node, Position, render_with_positions
+from stanpkg.plan.context import Context, Path
 from stanpkg.plan.diagnostics import Diagnostic, error, warning
 from stanpkg.plan.nats_keys import NATS_ADDRESS_KEYS, NATS_KEY_INDEX, NATS_PASSTHROUGH_KEYS
 from stanpkg.plan.options import (
@@ -29,36 +30,9 @@ from stanpkg.plan.options import (
     per_channel_key_index,
 )
 
-Path = tuple[str, ...]
-
 # Section maps that, at the top level of a file without a streaming block, mean different
 # things to the NATS server and to the streaming server.
 AMBIGUOUS_TOP_LEVEL = ("cluster", "tls")
-
-
-@dataclass
-class Collected:
-    config: dict[str, object] = field(default_factory=dict)
-    positions: dict[Path, Position] = field(default_factory=dict)
-    passthrough: list[MapEntry] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    has_streaming_block: bool = False
-    # Paths whose value was rejected here (e.g. a section that is not a map): later rules
-    # must not mistake them for unset.
-    invalid: set[Path] = field(default_factory=set)
-    # Repeated entries already reported: a file read both for streaming and NATS options
-    # is walked twice.
-    reported_repeats: set[Position] = field(default_factory=set)
-
-    def set(self, path: Path, value: object, pos: Position | None) -> None:
-        target = self.config
-        for part in path[:-1]:
-            child = target.setdefault(part, {})
-            assert isinstance(child, dict)
-            target = child
-        target[path[-1]] = value
-        if pos is not None:
-            self.positions[path] = pos
 
 
 def plain(node: Node) -> object:
@@ -106,7 +80,7 @@ def _unknown(key: str, pos: Position, where: str, candidates: list[str]) -> Diag
 class _MapReader:
     """Reads one map's entries against one section of the options table."""
 
-    def __init__(self, out: Collected, prefix: Path, index: dict[str, Option]) -> None:
+    def __init__(self, out: Context, prefix: Path, index: dict[str, Option]) -> None:
         self.out = out
         self.prefix = prefix
         self.index = index
@@ -123,10 +97,10 @@ class _MapReader:
                 )
             )
         self.seen[opt.path] = entry.key_pos
-        self.out.set((*self.prefix, opt.name), plain(entry.node), entry.node.pos)
+        self.out.set_at((*self.prefix, opt.name), plain(entry.node), entry.node.pos)
 
 
-def warn_repeated(node: Node, out: Collected, what: str = "option") -> None:
+def warn_repeated(node: Node, out: Context, what: str = "option") -> None:
     """Warn at every definition of a key that a later one in the same map replaced
     (the parser kept them as ``duplicates``), naming the definition it replaced."""
     chains: dict[str, list[MapEntry]] = {}
@@ -156,7 +130,7 @@ def _section_by_key() -> dict[str, str]:
     return {k.lower(): section for section, keys in SECTION_KEYS.items() for k in keys}
 
 
-def _expect_map(out: Collected, entry: MapEntry, what: str, path: Path) -> bool:
+def _expect_map(out: Context, entry: MapEntry, what: str, path: Path) -> bool:
     if entry.node.kind is NodeKind.MAP:
         return True
     out.invalid.add(path)
@@ -170,7 +144,7 @@ def _expect_map(out: Collected, entry: MapEntry, what: str, path: Path) -> bool:
     return False
 
 
-def collect_streaming(node: Node, out: Collected, *, nats_keys_here: bool) -> None:
+def collect_streaming(node: Node, out: Context, *, nats_keys_here: bool) -> None:
     """Streaming options of one map (a ``streaming`` block or a file's top level)."""
     top = _MapReader(out, (), key_index(""))
     sections = _section_by_key()
@@ -186,7 +160,7 @@ def collect_streaming(node: Node, out: Collected, *, nats_keys_here: bool) -> No
             section = sections[key]
             if _expect_map(out, entry, f"{section} options", (section,)):
                 out.config.setdefault(section, {})
-                out.positions[(section,)] = entry.key_pos
+                out.place((section,), entry.key_pos)
                 _collect_section(entry.node, out, section)
         elif nats_keys_here and key in AMBIGUOUS_TOP_LEVEL:
             out.diagnostics.append(
@@ -208,7 +182,7 @@ def collect_streaming(node: Node, out: Collected, *, nats_keys_here: bool) -> No
             )
 
 
-def _collect_section(node: Node, out: Collected, section: str) -> None:
+def _collect_section(node: Node, out: Context, section: str) -> None:
     reader = _MapReader(out, (section,), key_index(section))
     candidates = sorted(reader.index)
     if section == "store_limits":
@@ -225,7 +199,7 @@ def _collect_section(node: Node, out: Collected, section: str) -> None:
             out.diagnostics.append(_unknown(entry.key, entry.key_pos, section, candidates))
 
 
-def _collect_channels(node: Node, out: Collected) -> None:
+def _collect_channels(node: Node, out: Context) -> None:
     index = per_channel_key_index()
     warn_repeated(node, out, "channel")
     for entry in node.entries:
@@ -252,7 +226,7 @@ def _collect_channels(node: Node, out: Collected) -> None:
                     code="duplicate",
                 )
             )
-        out.set(path, {}, entry.key_pos)
+        out.set_at(path, {}, entry.key_pos)
         reader = _MapReader(out, path, index)
         warn_repeated(entry.node, out)
         for limit in entry.node.entries:
@@ -273,7 +247,7 @@ def _is_nats_key(key: str) -> bool:
     )
 
 
-def collect_nats(node: Node, out: Collected, *, streaming_here: bool) -> None:
+def collect_nats(node: Node, out: Context, *, streaming_here: bool) -> None:
     """NATS server options: the top level of the NATS configuration file."""
     reader = _MapReader(out, ("nats_server",), key_index("nats_server"))
     streaming_keys = set(key_index("")) | set(_section_by_key())
@@ -296,7 +270,7 @@ def collect_nats(node: Node, out: Collected, *, streaming_here: bool) -> None:
             )
 
 
-def _nats_type_ok(entry: MapEntry, out: Collected) -> bool:
+def _nats_type_ok(entry: MapEntry, out: Context) -> bool:
     """A passed-through key's value is of a type nats-server takes for it (it would stop
     on the others, naming only a line of the file it was given)."""
     spec = NATS_KEY_INDEX[entry.key.lower()]
@@ -314,20 +288,20 @@ def _nats_type_ok(entry: MapEntry, out: Collected) -> bool:
     return False
 
 
-def _collect_address(entry: MapEntry, out: Collected, port_option: str) -> None:
+def _collect_address(entry: MapEntry, out: Context, port_option: str) -> None:
     """``listen``/``http``/``https``: a port number or "host:port"."""
     node = entry.node
     value = node.value
     if node.kind is NodeKind.INT:
-        out.set(("nats_server", port_option), value, node.pos)
+        out.set_at(("nats_server", port_option), value, node.pos)
         return
     if node.kind is NodeKind.STRING and isinstance(value, str):
         host, sep, port = value.rpartition(":")
         if sep and port.isdigit():
-            out.set(("nats_server", port_option), int(port), node.pos)
+            out.set_at(("nats_server", port_option), int(port), node.pos)
             if host:
                 host_option = "host" if port_option == "port" else "http_host"
-                out.set(("nats_server", host_option), host, node.pos)
+                out.set_at(("nats_server", host_option), host, node.pos)
             return
     out.diagnostics.append(
         error(

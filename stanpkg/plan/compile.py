@@ -19,7 +19,6 @@ from typing import Any
 from stanpkg.conf import ConfError, Node, Position, gc_paused, parse_file
 from stanpkg.conf import Kind as NodeKind
 from stanpkg.plan.collect import (
-    Collected,
     collect_nats,
     collect_streaming,
     nats_tls_files,
@@ -87,33 +86,32 @@ def compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
 
 
 def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
-    collected = Collected()
+    ctx = Context()
     trees: dict[str, Node] = {}
     for file in dict.fromkeys(p for p in (flags.stan_config, flags.config) if p):
         try:
             trees[file] = parse_file(file, env=env)
         except ConfError as exc:
             if exc.pos.line == 0:  # the file as a whole: no position to show
-                collected.diagnostics.append(error(exc.message, code="file"))
+                ctx.diagnostics.append(error(exc.message, code="file"))
             else:
-                collected.diagnostics.append(error(exc.message, exc.pos, code="syntax"))
-    if has_errors(collected.diagnostics):
-        return Compilation(None, tuple(collected.diagnostics), flags=flags)
+                ctx.diagnostics.append(error(exc.message, exc.pos, code="syntax"))
+    if has_errors(ctx.diagnostics):
+        return Compilation(None, tuple(ctx.diagnostics), flags=flags)
 
     streaming_file = flags.stan_config or flags.config
     nats_file = flags.config or flags.stan_config
     block_here = False
     if streaming_file:
         tree = trees[streaming_file]
-        warn_repeated(tree, collected)  # e.g. two streaming blocks: the first is lost
+        warn_repeated(tree, ctx)  # e.g. two streaming blocks: the first is lost
         block = _streaming_block(tree)
         if block is None:
-            collect_streaming(tree, collected, nats_keys_here=streaming_file == nats_file)
+            collect_streaming(tree, ctx, nats_keys_here=streaming_file == nats_file)
         elif block.kind is NodeKind.MAP:
-            collected.has_streaming_block = True
-            collect_streaming(block, collected, nats_keys_here=False)
+            collect_streaming(block, ctx, nats_keys_here=False)
         else:
-            collected.diagnostics.append(
+            ctx.diagnostics.append(
                 error(
                     f'"streaming" must be a map of options, got {block.kind.value.lower()}',
                     block.pos,
@@ -123,18 +121,9 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
         block_here = block is None
     if nats_file:
         collect_nats(
-            trees[nats_file], collected, streaming_here=nats_file == streaming_file and block_here
+            trees[nats_file], ctx, streaming_here=nats_file == streaming_file and block_here
         )
 
-    ctx = Context(
-        collected.config,
-        collected.positions,
-        diagnostics=collected.diagnostics,
-        nats_passthrough_keys=frozenset(entry.key.lower() for entry in collected.passthrough),
-        invalid=collected.invalid,
-    )
-    for path in collected.positions:
-        ctx.sources[path] = Source("file", str(collected.positions[path]))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _apply_environment(ctx, env)
     for option_path, flag_value in flags.values.items():
@@ -153,15 +142,13 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
     diagnostics = sort_diagnostics(ctx.diagnostics)
     if has_errors(diagnostics):
         return Compilation(None, diagnostics, flags=flags)
-    nats_entries = collected.passthrough
+    nats_entries = ctx.passthrough
     if ctx.value(("cluster", "clustered")):
         nats_entries = with_nats_cluster_name(
             nats_entries, nats_cluster_name(ctx.value(("cluster_id",)))
         )
     passthrough = render_passthrough(nats_entries, Position(nats_file, 1, 1))
-    plan = build_plan(
-        ctx, streaming_file, nats_file, passthrough, nats_tls_files(collected.passthrough)
-    )
+    plan = build_plan(ctx, streaming_file, nats_file, passthrough, nats_tls_files(ctx.passthrough))
     return Compilation(plan, diagnostics, flags=flags)
 
 

@@ -1,10 +1,14 @@
-"""The compiler's working state: the normalised configuration and where each value came from."""
+"""The compiler's working state: the normalised configuration and where each value came from.
+
+One :class:`Context` goes through the whole compilation: the readers of the configuration
+files (plan/collect.py) fill it, then the environment, the flags, the conversions and the
+rules (plan/compile.py, plan/rules.py) work on it, and the plan is built from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stanpkg.conf import Position
+from stanpkg.conf import MapEntry, Position
 from stanpkg.plan.diagnostics import Diagnostic, error, warning
 from stanpkg.plan.model import Source
 from stanpkg.plan.options import BY_PATH, Option
@@ -29,16 +33,24 @@ def option_for(path: Path) -> Option | None:
 
 @dataclass
 class Context:
-    config: dict[str, object]
+    config: dict[str, object] = field(default_factory=dict)
     positions: dict[Path, Position] = field(default_factory=dict)
     sources: dict[Path, Source] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    # Top-level keys of the NATS configuration passed through to nats-server (rules that
-    # depend on, e.g., a NATS cluster block look here: they are not options of ours).
-    nats_passthrough_keys: frozenset[str] = frozenset()
+    # Entries of the NATS configuration passed through to nats-server as they are.
+    passthrough: list[MapEntry] = field(default_factory=list)
     # Paths whose value was rejected (bad type, range, duration): the rules still run on
     # the rest of the configuration, and must read these as unknown, not as the default.
     invalid: set[Path] = field(default_factory=set)
+    # Repeated entries already reported: a file read both for streaming and NATS options
+    # is walked twice.
+    reported_repeats: set[Position] = field(default_factory=set)
+
+    @property
+    def nats_passthrough_keys(self) -> frozenset[str]:
+        """Top-level keys of the NATS configuration passed through to nats-server (rules
+        that depend on, e.g., a NATS cluster block look here: they are not options of ours)."""
+        return frozenset(entry.key.lower() for entry in self.passthrough)
 
     def get(self, path: Path, default: object = None) -> object:
         node: object = self.config
@@ -52,15 +64,29 @@ class Context:
         return self.get(path, _MISSING) is not _MISSING
 
     def set(self, path: Path, value: object, source: Source) -> None:
+        self._store(path, value)
+        self.sources[path] = source
+        if source.kind != "file":
+            self.positions.pop(path, None)
+
+    def set_at(self, path: Path, value: object, pos: Position | None) -> None:
+        """A value read from a configuration file at ``pos``."""
+        self._store(path, value)
+        if pos is not None:
+            self.place(path, pos)
+
+    def place(self, path: Path, pos: Position) -> None:
+        """``path`` (a value or a section map) is written in a file at ``pos``."""
+        self.positions[path] = pos
+        self.sources[path] = Source("file", str(pos))
+
+    def _store(self, path: Path, value: object) -> None:
         target = self.config
         for part in path[:-1]:
             child = target.setdefault(part, {})
             assert isinstance(child, dict)
             target = child
         target[path[-1]] = value
-        self.sources[path] = source
-        if source.kind != "file":
-            self.positions.pop(path, None)
 
     def delete(self, path: Path) -> None:
         parent = self.get(path[:-1])

@@ -18,7 +18,7 @@ from stanpkg.plan.units import friendly_bytes
 HEADER = """\
 # Configuration reference
 
-<!-- Generated from stanpkg/plan/options.py by `python -m stanpkg.plan.generate`. Do not edit. -->
+<!-- Generated from stanpkg/plan/options/ by `python -m stanpkg.plan.generate`. Do not edit. -->
 
 stanpkg reads the NATS configuration format (`key: value`, `key = value` or `key value`;
 maps in `{ }`; arrays in `[ ]`; `#` and `//` comments; `include "file"`; `$VARIABLES`;

@@ -56,10 +56,12 @@ class _Quiet:
 
 
 def store_config(root: Path, **overrides: object) -> FileStoreConfig:
+    """``overrides`` are file options (``truncate_bad_eof=True``)."""
     argv = ["-st", "file", "--dir", str(root), "-cid", "damage", "--file_slice_max_msgs", "5"]
     compiled = compile_args(argv, env={})
     assert compiled.plan is not None, compiled.diagnostics
-    return replace(config_from_plan(compiled.plan), **overrides)  # type: ignore[arg-type]
+    config = config_from_plan(compiled.plan)
+    return replace(config, options=replace(config.options, **overrides))  # type: ignore[arg-type]
 
 
 def write_store(root: Path) -> None:

@@ -91,6 +91,7 @@ class FileStore(BaseStore):
             # Go's wording of the cause: "mkdir <path>: permission denied"
             cause = f"mkdir {exc.filename or root}: {(exc.strerror or str(exc)).lower()}"
             raise StoreError(f"unable to create the root directory [{root}]: {cause}") from exc
+        options = config.options
         self._lock = RootDirLock(root)
         if config.lock_root and not _try_lock(self._lock, root):
             raise StoreError(
@@ -98,7 +99,7 @@ class FileStore(BaseStore):
                 f'(lock file "{self._lock.path}" is held)'
             )
         try:
-            if config.truncate_bad_eof:
+            if options.truncate_bad_eof:
                 acquire_truncate_witness(root)
             else:
                 clear_truncate_witness(root)
@@ -106,17 +107,18 @@ class FileStore(BaseStore):
             self._lock.release()
             reason = exc.reason if isinstance(exc, FileStoreError) else str(exc)
             raise StoreError(reason) from exc
-        crc = crc32_func(config.crc_poly)
+        crc = crc32_func(options.crc_poly)
         self.config = config
         self.env = StoreEnv(
             config=config,
             log=log,
             crc=crc,
-            check_crc=crc if config.do_crc else None,
-            pool=HandlePool(config.fds_limit),
+            check_crc=crc if options.crc else None,
+            pool=HandlePool(options.file_descriptors_limit),
             syncer=Syncer(),
-            remover=SliceRemover(config.archive_script, log),
+            remover=SliceRemover(options.slice_archive_script, log),
         )
+        self._auto_sync_s = options.auto_sync / 1e9  # <= 0 disables
         self._server_path = os.path.join(root, SERVER_FILE)
         self._clients = ClientsFile(self.env, os.path.join(root, CLIENTS_FILE))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -177,7 +179,7 @@ class FileStore(BaseStore):
             replay = replay_clients(
                 path,
                 crc=self.env.check_crc,
-                truncate_bad_eof=self.config.truncate_bad_eof,
+                truncate_bad_eof=self.config.options.truncate_bad_eof,
                 repair=True,
             )
         except (FileStoreError, OSError) as exc:
@@ -188,7 +190,7 @@ class FileStore(BaseStore):
         return replay
 
     def _recover_channels(self, names: list[str]) -> list[RecoveredChannel]:
-        cfg = self.config
+        cfg, options = self.config, self.config.options
         now = time.time_ns()
         jobs = [
             ChannelJob(
@@ -196,14 +198,14 @@ class FileStore(BaseStore):
                 name,
                 now,
                 self.limits.for_channel(name),
-                crc_poly=cfg.crc_poly,
-                do_crc=cfg.do_crc,
-                truncate_bad_eof=cfg.truncate_bad_eof,
+                crc_poly=options.crc_poly,
+                do_crc=options.crc,
+                truncate_bad_eof=options.truncate_bad_eof,
                 repair=True,
             )
             for name in names
         ]
-        workers = min(cfg.parallel_recovery, len(jobs))
+        workers = min(max(1, options.parallel_recovery), len(jobs))
         use_processes = workers > 1 and store_size(cfg.root, names) >= recovery.PROCESS_THRESHOLD
         progress = RecoveryProgress(len(jobs), self.log.notice, recovery.PROGRESS_INTERVAL)
         results: dict[str, ChannelInfo] = {}
@@ -291,7 +293,7 @@ class FileStore(BaseStore):
         except RuntimeError:
             return  # used without an event loop (tools, tests): no timers
         self._loop = loop
-        self._next_auto_sync = time.monotonic() + self.config.auto_sync_ns / 1e9
+        self._next_auto_sync = time.monotonic() + self._auto_sync_s
         self._ticker = loop.call_later(TICK_SECONDS, self._tick)
 
     def _tick(self) -> None:
@@ -301,8 +303,8 @@ class FileStore(BaseStore):
         for channel in self.channels.values():
             assert isinstance(channel.msgs, FileMessageStore)
             channel.msgs.drop_cache_if_idle(now)
-        if self.config.auto_sync_ns > 0 and time.monotonic() >= self._next_auto_sync:
-            self._next_auto_sync = time.monotonic() + self.config.auto_sync_ns / 1e9
+        if self._auto_sync_s > 0 and time.monotonic() >= self._next_auto_sync:
+            self._next_auto_sync = time.monotonic() + self._auto_sync_s
             task = self._loop.create_task(self._auto_sync())
             self._background.add(task)
             task.add_done_callback(self._background.discard)

@@ -60,9 +60,14 @@ def plan_for(root: Path | str, *args: str, cluster_id: str = "test") -> Plan:
 
 
 def config_for(root: Path | str, *args: str, **overrides: Any) -> FileStoreConfig:
-    from dataclasses import replace
+    """The store's configuration for these flags; ``overrides`` name fields of the
+    configuration or of its file options (``truncate_bad_eof=True``)."""
+    from dataclasses import fields, replace
 
-    return replace(config_from_plan(plan_for(root, *args)), **overrides)
+    config = config_from_plan(plan_for(root, *args))
+    option_names = {f.name for f in fields(config.options)}
+    options = {k: overrides.pop(k) for k in list(overrides) if k in option_names}
+    return replace(config, options=replace(config.options, **options), **overrides)
 
 
 def encrypting(store: Store, plan: Plan, log: StoreLog) -> Any:

@@ -236,7 +236,7 @@ def test_archive_script_failure_is_logged(tmp_path: Path) -> None:
     script.chmod(0o755)
     root = tmp_path / "store"
     store, log = fresh_store(
-        root, "--max_msgs", "2", "--file_slice_max_msgs", "2", archive_script=str(script)
+        root, "--max_msgs", "2", "--file_slice_max_msgs", "2", slice_archive_script=str(script)
     )
     ch = store.create_channel("foo")
     ch.msgs.store(records("foo", 1, 6), stamps(1, 6))
@@ -253,7 +253,7 @@ def test_archive_script_failure_is_logged(tmp_path: Path) -> None:
         "2",
         "--file_slice_max_msgs",
         "2",
-        archive_script=str(missing),
+        slice_archive_script=str(missing),
     )
     ch = store.create_channel("foo")
     ch.msgs.store(records("foo", 1, 6), stamps(1, 6))
@@ -353,7 +353,7 @@ def test_auto_sync_fsyncs_in_the_background(tmp_path: Path, monkeypatch: object)
     monkeypatch.setattr(store_module, "TICK_SECONDS", 0.02)  # type: ignore[attr-defined]
 
     async def scenario() -> None:
-        store, _ = fresh_store(tmp_path, "--file_sync=false", auto_sync_ns=50_000_000)
+        store, _ = fresh_store(tmp_path, "--file_sync=false", auto_sync=50_000_000)
         ch = store.create_channel("foo")
         ch.msgs.store(records("foo", 1, 2), stamps(1, 2))
         ch.subs.record_sent(0, [1])

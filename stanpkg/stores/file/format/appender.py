@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 
+from stanpkg.plan.options import int_default
 from stanpkg.stores.file.format.framing import (
     FILE_MODE,
     VERSION_HEADER,
@@ -15,7 +16,10 @@ from stanpkg.stores.file.format.framing import (
     write_all,
 )
 
-__all__ = ["RecordAppender", "create_temp_file", "open_append_fd"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "RecordAppender", "create_temp_file", "open_append_fd"]
+
+# For writers made outside a store (tools, tests); the store passes its configured size.
+DEFAULT_BUFFER_SIZE = int_default("file_options.buffer_size")
 
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
@@ -88,7 +92,7 @@ class RecordAppender:
         path: str,
         *,
         crc: CrcFunc | None = None,
-        buffer_size: int = 2 * 1024 * 1024,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
         truncate_at: int | None = None,
     ) -> None:
         self.path = path

@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stanpkg.plan.limits import Limits
+from stanpkg.plan.options import int_default
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.crypto import PayloadCipher
-from stanpkg.stores.file.format.appender import open_append_fd
+from stanpkg.stores.file.format.appender import DEFAULT_BUFFER_SIZE, open_append_fd
 from stanpkg.stores.file.format.framing import (
     DIR_MODE,
     RECORD_HEADER,
@@ -55,8 +56,8 @@ class MessageSliceWriter:
         channel_dir: str,
         number: int,
         *,
+        buffer_size: int,
         crc: CrcFunc | None = None,
-        buffer_size: int = 2 * 1024 * 1024,
     ) -> None:
         self.number = number
         self.dat_path, self.idx_path = slice_paths(channel_dir, number)
@@ -198,11 +199,12 @@ class MessageSliceWriter:
 
 @dataclass(frozen=True, slots=True)
 class SliceLimits:
-    """When to start a new slice; 0 = dimension not checked (§7.1)."""
+    """When to start a new slice; 0 = dimension not checked (§7.1). The defaults are the
+    table's, for writers made outside a store (the store passes its configured limits)."""
 
-    max_msgs: int = 0
-    max_bytes: int = 64 * 1024 * 1024
-    max_age_ns: int = 0
+    max_msgs: int = int_default("file_options.slice_max_msgs")
+    max_bytes: int = int_default("file_options.slice_max_bytes")
+    max_age_ns: int = int_default("file_options.slice_max_age")
 
     @property
     def has_limits(self) -> bool:
@@ -242,7 +244,7 @@ class ChannelWriter:
         *,
         slice_limits: SliceLimits | None = None,
         crc: CrcFunc | None = None,
-        buffer_size: int = 2 * 1024 * 1024,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
         cipher: PayloadCipher | None = None,
         last_slice: SliceInfo | None = None,
         clock: Callable[[], int] = time.time_ns,
