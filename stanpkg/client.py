@@ -4,8 +4,8 @@
 Connect, asynchronous publishing bounded by a window of unacknowledged messages,
 subscriptions from a start position that ack every message, close. It is tuned so that
 the tool using it is not the bottleneck: PubMsg and Ack are encoded by concatenating
-precomputed protobuf fragments and the common PubAck/MsgProto shapes are decoded by hand
-(falling back to the generated classes for anything else).
+precomputed protobuf fragments (proto/encoders.py) and the common PubAck/MsgProto shapes
+are decoded by hand (falling back to the generated classes for anything else).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto.encoders import encode_varint
+from stanpkg.proto.encoders import ack_prefix, encode_varint, pub_msg_head, pub_msg_tail
 from stanpkg.transport import NatsConnection, NatsError, NatsTimeoutError, NoRespondersError
-from stanpkg.transport.nuid import Nuid
+from stanpkg.transport.nuid import TOTAL_LEN, Nuid
 
 AckCallback = Callable[[str], None]
 """Called with the PubAck's error text ("" on success)."""
@@ -32,11 +32,6 @@ _MISSING: Any = object()
 
 class StanError(Exception):
     pass
-
-
-def _field(number: int, data: bytes) -> bytes:
-    """A length-delimited protobuf field (empty values are omitted, as proto3 does)."""
-    return b"" if not data else bytes([number << 3 | 2]) + encode_varint(len(data)) + data
 
 
 def _first_varint(data: bytes) -> int:
@@ -70,7 +65,7 @@ class StanSubscription:
         self._on_msg = on_msg
         self._on_message = on_message
         self._ack_through = ack_through
-        self._ack_prefix = _field(1, channel.encode()) + b"\x10"
+        self._ack_prefix = ack_prefix(channel)
         self._early: list[int] = []  # delivered before the SubscriptionResponse arrived
         self._acks: list[int] = []  # to be sent at the end of this loop turn
         # The NATS handler: decoding the whole message only when the caller wants it.
@@ -133,7 +128,7 @@ class StanBenchClient:
         self._pending: dict[bytes, AckCallback | None] = {}
         self._window: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
-        self._head = _field(1, client_id.encode()) + b"\x12\x16"  # clientID, then a guid
+        self._head = pub_msg_head(client_id.encode(), TOTAL_LEN)  # a NUID guid follows
         self._tail_channel = ""
         self._tail_data: bytes | None = None
         self._tail = b""
@@ -186,9 +181,7 @@ class StanBenchClient:
         """Send one PubMsg; ``on_ack`` runs when its PubAck arrives. Returns the guid."""
         if data is not self._tail_data or channel != self._tail_channel:
             # Everything after the guid only changes with the channel or the payload.
-            self._tail = (
-                _field(3, channel.encode()) + _field(5, bytes(data)) + _field(6, self._conn_id)
-            )
+            self._tail = pub_msg_tail(channel.encode(), bytes(data), self._conn_id)
             self._tail_channel = channel
             self._tail_data = data
             self._pub_subject = f"{self._response.pubPrefix}.{channel}"

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto.encoders import encode_varint as varint
+from stanpkg.proto.encoders import MsgEncoder, encode_pub_ack
 from stanpkg.transport import NatsConnection
 
 
@@ -59,6 +59,7 @@ def pubmsg_fields(data: bytes) -> tuple[bytes, bytes, bytes]:
 
 @dataclass
 class Channel:
+    encoder: MsgEncoder  # the channel's MsgProtos (no timestamp)
     sequence: int = 0
     plain: list[str] = field(default_factory=list)  # delivery inboxes
     groups: dict[str, list[str]] = field(default_factory=dict)
@@ -101,13 +102,12 @@ class FakeStanServer:
     def on_publish(self, subject: str, reply: str, payload: bytes) -> None:
         guid, channel_name, data = pubmsg_fields(payload)
         self.published += 1
-        self.nc.publish(reply, b"\x0a" + varint(len(guid)) + guid)
+        self.nc.publish(reply, encode_pub_ack(guid.decode()))
         channel = self.channels.get(channel_name)
         if channel is None:
             return
         channel.sequence += 1
-        msg = b"\x08" + varint(channel.sequence) + b"\x12" + varint(len(channel_name))
-        msg += channel_name + (b"\x22" + varint(len(data)) + data if data else b"")
+        [msg] = channel.encoder.encode_run(channel.sequence, [("", data)])
         for inbox in channel.plain:
             self.nc.publish(inbox, msg)
         for name, members in channel.groups.items():
@@ -118,7 +118,9 @@ class FakeStanServer:
     def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:
         request = pb.SubscriptionRequest.FromString(payload)
         name = request.subject.encode()
-        channel = self.channels.setdefault(name, Channel())
+        channel = self.channels.get(name)
+        if channel is None:
+            channel = self.channels[name] = Channel(MsgEncoder(request.subject, 0))
         if request.qGroup:
             channel.groups.setdefault(request.qGroup, []).append(request.inbox)
         else:

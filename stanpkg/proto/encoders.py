@@ -1,7 +1,10 @@
 """Protobuf encodings written by hand, for what is encoded once per message: the base-128
-varint (sequences, sizes, subscription records) and a channel's MsgProtos.
+varint (sequences, sizes, subscription records), a channel's MsgProtos, the PubAck, the
+Ack and the PubMsg. The one place where tags, varints and length-delimited fields are
+put together by hand: the server (server/wire.py re-exports what it uses), the client
+(client.py) and the load generator's fake server import them from here.
 
-Both give protobuf's bytes exactly (tests/server/test_wire.py checks them against it).
+All give protobuf's bytes exactly (tests/server/test_wire.py checks them against it).
 """
 
 from __future__ import annotations
@@ -10,7 +13,16 @@ from collections.abc import Sequence
 
 from stanpkg.proto import protocol_pb2 as pb
 
-__all__ = ["MsgEncoder", "encode_varint"]
+__all__ = [
+    "MsgEncoder",
+    "ack_prefix",
+    "encode_field",
+    "encode_pub_ack",
+    "encode_varint",
+    "pub_msg_head",
+    "pub_msg_tail",
+    "redelivered",
+]
 
 _ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
 
@@ -72,3 +84,47 @@ class MsgEncoder:
                 records.append(b"\x08%b%b%b" % (number, middle, stamp))
             seq += 1
         return records
+
+
+def redelivered(record: bytes, count: int) -> bytes:
+    """A stored MsgProto with ``redelivered = true`` and ``redeliveryCount = count``
+    appended (readers keep the last occurrence of a field; stored records have neither)."""
+    return record + b"\x30\x01\x38" + encode_varint(count)
+
+
+def encode_field(number: int, data: bytes) -> bytes:
+    """A length-delimited field (empty values are left out, as proto3 does)."""
+    return b"" if not data else encode_varint(number << 3 | 2) + encode_varint(len(data)) + data
+
+
+# The guid field's tag and one-byte length, for every length that takes one byte (an
+# empty guid is left out, as protobuf does).
+_GUID_FIELD = (b"", *(b"\x0a" + bytes((size,)) for size in range(1, 0x80)))
+
+
+def encode_pub_ack(guid: str, error: str = "") -> bytes:
+    """``PubAck{guid, error}``; the common success case is one concatenation."""
+    if error:
+        return pb.PubAck(guid=guid, error=error).SerializeToString()
+    raw = guid.encode()
+    if len(raw) < 0x80:
+        return _GUID_FIELD[len(raw)] + raw
+    return pb.PubAck(guid=guid).SerializeToString()
+
+
+def ack_prefix(channel: str) -> bytes:
+    """The bytes every ``Ack`` of this channel starts with as clients encode it: the
+    subject field, then the sequence field's tag. The sequence's :func:`encode_varint`
+    follows (server/wire.py's ``ack_sequence`` reads it back)."""
+    return pb.Ack(subject=channel).SerializeToString() + b"\x10"
+
+
+def pub_msg_head(client_id: bytes, guid_size: int) -> bytes:
+    """A ``PubMsg``'s bytes up to its guid (``guid_size`` bytes, not 0): clientID, then
+    the guid's tag and length. The guid follows, then :func:`pub_msg_tail`."""
+    return encode_field(1, client_id) + b"\x12" + encode_varint(guid_size)
+
+
+def pub_msg_tail(subject: bytes, data: bytes, conn_id: bytes) -> bytes:
+    """A ``PubMsg``'s bytes after its guid: subject, data, connID."""
+    return encode_field(3, subject) + encode_field(5, data) + encode_field(6, conn_id)

@@ -1,12 +1,12 @@
-"""Protocol bytes built or recognized by hand where protobuf objects would cost more."""
+"""Protocol bytes recognized by hand where protobuf objects would cost more. Those built
+by hand are proto/encoders.py's (re-exported here for the server)."""
 
 from __future__ import annotations
 
 from google.protobuf.message import DecodeError
 
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.proto.encoders import encode_varint
+from stanpkg.proto.encoders import ack_prefix, encode_pub_ack, redelivered
 
 __all__ = [
     "ack_prefix",
@@ -16,12 +16,6 @@ __all__ = [
     "is_ctrl_msg",
     "redelivered",
 ]
-
-
-def ack_prefix(channel: str) -> bytes:
-    """The bytes every ``Ack`` of this channel starts with as clients encode it: the
-    subject field, then the sequence field's tag (see :func:`ack_sequence`)."""
-    return pb.Ack(subject=channel).SerializeToString() + b"\x10"
 
 
 def ack_sequence(payload: bytes, prefix: bytes) -> int:
@@ -109,27 +103,6 @@ def decode_pub_msg(payload: bytes) -> PubFields | None:
     except UnicodeDecodeError:
         return None
     return client_id, guid, subject, reply, data, conn_id
-
-
-def redelivered(record: bytes, count: int) -> bytes:
-    """A stored MsgProto with ``redelivered = true`` and ``redeliveryCount = count``
-    appended (readers keep the last occurrence of a field; stored records have neither)."""
-    return record + b"\x30\x01\x38" + encode_varint(count)
-
-
-# The guid field's tag and one-byte length, for every length that takes one byte (an
-# empty guid is left out, as protobuf does).
-_GUID_FIELD = (b"", *(b"\x0a" + bytes((size,)) for size in range(1, 0x80)))
-
-
-def encode_pub_ack(guid: str, error: str = "") -> bytes:
-    """``PubAck{guid, error}``; the common success case is one concatenation."""
-    if error:
-        return pb.PubAck(guid=guid, error=error).SerializeToString()
-    raw = guid.encode()
-    if len(raw) < 0x80:
-        return _GUID_FIELD[len(raw)] + raw
-    return pb.PubAck(guid=guid).SerializeToString()
 
 
 def is_ctrl_msg(payload: bytes) -> bool:

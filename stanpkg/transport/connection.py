@@ -71,6 +71,15 @@ def _check_token(value: str) -> None:
         raise BadSubjectError()
 
 
+def _reply_bytes(reply: str) -> bytes:
+    """A reply subject of a header message (b"" for none), checked as subjects are. Often
+    a one-time inbox: kept out of the subject cache."""
+    if not reply:
+        return b""
+    _check_token(reply)
+    return reply.encode()
+
+
 @dataclass(frozen=True)
 class _Policy:
     """Reconnection, keep-alive and buffering behaviour, plus the owner's callbacks."""
@@ -396,7 +405,7 @@ class NatsConnection:
         self._next_sid += 1
         sub = Subscription(self._next_sid, subject, queue, handler, status_handler, header_handler)
         self._subs[sub.sid_bytes] = sub
-        self._append(self._sub_line(sub))
+        self._queue(self._sub_line(sub), 0)
         return sub.sid
 
     def rehandle(self, sid: int, handler: MsgHandler) -> bool:
@@ -414,12 +423,18 @@ class NatsConnection:
             return
         if max_msgs > 0 and sub.received < max_msgs:
             sub.max_msgs = max_msgs
-            self._append(b"UNSUB %d %d\r\n" % (sid, max_msgs))
+            self._queue(b"UNSUB %d %d\r\n" % (sid, max_msgs), 0)
         else:
             del self._subs[sub.sid_bytes]
-            self._append(b"UNSUB %d\r\n" % sid)
+            self._queue(b"UNSUB %d\r\n" % sid, 0)
 
     # -- publishing ------------------------------------------------------------------------
+    # Every method below frames its messages in one expression per message and hands the
+    # bytes to _queue, the one place that buffers and schedules the write. The near-copies
+    # that remain are measured fast paths: publish_run looks its subject up once for a
+    # whole run (a subscription's deliveries), publish_each once per message; sharing one
+    # loop would cost either a lookup or a tuple per delivery. Frames are built by literal
+    # ``%`` formats, which the compiled build turns into one concatenation.
     def _encode_subject(self, subject: str) -> bytes:
         _check_token(subject)
         cache = self._subject_bytes
@@ -436,19 +451,11 @@ class NatsConnection:
         size = len(payload)
         if size > self._max_payload:
             raise MaxPayloadError()
-        if reply:
+        if reply:  # a client's ack inbox, the same each time: cached as subjects are
             reply_b = self._subject_bytes.get(reply) or self._encode_subject(reply)
-            msg = b"PUB %s %s %d\r\n%s\r\n" % (subject_b, reply_b, size, payload)
+            self._queue(b"PUB %s %s %d\r\n%s\r\n" % (subject_b, reply_b, size, payload), 1)
         else:
-            msg = b"PUB %s %d\r\n%s\r\n" % (subject_b, size, payload)
-        out = self._out
-        out += msg
-        self.out_msgs += 1
-        if not self._flush_pending:
-            self._flush_pending = True
-            self._loop.call_soon(self._scheduled_flush)
-        elif len(out) >= _FLUSH_AT:
-            self._write_big(len(msg))
+            self._queue(b"PUB %s %d\r\n%s\r\n" % (subject_b, size, payload), 1)
 
     def publish_run(self, subject: str, payloads: Sequence[bytes]) -> None:
         """:meth:`publish` of each payload to one subject, checked and framed in one pass:
@@ -482,18 +489,6 @@ class NatsConnection:
             frames.append(b"PUB %s %d\r\n%s\r\n" % (subject_b, size, payload))
         self._queue_frames(frames)
 
-    def _queue_frames(self, frames: list[bytes]) -> None:
-        if not frames:
-            return
-        data = b"".join(frames)
-        self._out += data
-        self.out_msgs += len(frames)
-        if not self._flush_pending:
-            self._flush_pending = True
-            self._loop.call_soon(self._scheduled_flush)
-        elif len(self._out) >= _FLUSH_AT:
-            self._write_big(len(data))
-
     def publish_with_headers(
         self, subject: str, headers: bytes, payload: bytes, reply: str = ""
     ) -> None:
@@ -501,21 +496,7 @@ class NatsConnection:
         if self._closed:
             raise ConnectionClosedError()
         subject_b = self._subject_bytes.get(subject) or self._encode_subject(subject)
-        total = len(headers) + len(payload)
-        if total > self._max_payload:
-            raise MaxPayloadError()
-        if reply:
-            reply_b = reply.encode()  # often a one-time inbox: kept out of the subject cache
-            if len(reply_b.split()) != 1:
-                raise BadSubjectError()
-            line = b"HPUB %s %s %d %d\r\n" % (subject_b, reply_b, len(headers), total)
-        else:
-            line = b"HPUB %s %d %d\r\n" % (subject_b, len(headers), total)
-        msg = b"%s%s%s\r\n" % (line, headers, payload)
-        self._append(msg)
-        self.out_msgs += 1
-        if len(self._out) >= _FLUSH_AT:
-            self._write_big(len(msg))
+        self._queue(self._hpub_frame(subject_b, _reply_bytes(reply), headers, payload), 1)
 
     def publish_run_with_headers(
         self, subject: str, messages: Sequence[tuple[bytes, bytes]], last_reply: str
@@ -526,28 +507,41 @@ class NatsConnection:
         if self._closed:
             raise ConnectionClosedError()
         subject_b = self._subject_bytes.get(subject) or self._encode_subject(subject)
-        reply_b = last_reply.encode()
-        if last_reply and len(reply_b.split()) != 1:
-            raise BadSubjectError()
-        max_payload = self._max_payload
-        frames = []
+        reply_b = _reply_bytes(last_reply)
         last = len(messages) - 1
-        for index, (headers, payload) in enumerate(messages):
-            total = len(headers) + len(payload)
-            if total > max_payload:
-                raise MaxPayloadError()
-            if index == last and last_reply:
-                line = b"HPUB %s %s %d %d\r\n" % (subject_b, reply_b, len(headers), total)
-            else:
-                line = b"HPUB %s %d %d\r\n" % (subject_b, len(headers), total)
-            frames.append(b"%s%s%s\r\n" % (line, headers, payload))
+        frames = [
+            self._hpub_frame(subject_b, reply_b if index == last else b"", headers, payload)
+            for index, (headers, payload) in enumerate(messages)
+        ]
         self._queue_frames(frames)
 
-    def _append(self, data: bytes) -> None:
-        self._out += data
+    def _hpub_frame(self, subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> bytes:
+        """An HPUB frame (``reply`` empty: none), or MaxPayloadError: headers count."""
+        size = len(headers)
+        total = size + len(payload)
+        if total > self._max_payload:
+            raise MaxPayloadError()
+        if reply:
+            return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, size, total, headers, payload)
+        return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject, size, total, headers, payload)
+
+    def _queue_frames(self, frames: list[bytes]) -> None:
+        if frames:
+            self._queue(b"".join(frames), len(frames))
+
+    def _queue(self, data: bytes, count: int) -> None:
+        """Buffer ``data``, ``count`` messages or (0) a protocol line such as SUB: written
+        at the end of this loop turn, or at once when the buffer passes _FLUSH_AT. Only
+        messages count against the pending limit: a subscription change is never refused."""
+        out = self._out
+        out += data
         if not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._scheduled_flush)
+        if count:
+            self.out_msgs += count
+            if len(out) >= _FLUSH_AT:
+                self._write_big(len(data))
 
     def write_now(self) -> None:
         """Hand what is queued to the socket now instead of at the end of the loop turn: a
@@ -639,7 +633,7 @@ class NatsConnection:
         if self._closed:
             raise ConnectionClosedError()
         for sub in list(self._subs.values()):
-            self._append(b"UNSUB %d\r\n" % sub.sid)
+            self._queue(b"UNSUB %d\r\n" % sub.sid, 0)
         with contextlib.suppress(NatsError):
             await self.flush()  # messages sent before our UNSUBs have now been dispatched
         self._subs.clear()

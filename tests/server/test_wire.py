@@ -7,7 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto.encoders import MsgEncoder, encode_varint
+from stanpkg.proto.encoders import MsgEncoder, encode_varint, pub_msg_head, pub_msg_tail
 from stanpkg.server.wire import ack_prefix, ack_sequence, decode_pub_msg, encode_pub_ack
 
 names = st.text(min_size=1, max_size=300)
@@ -148,3 +148,21 @@ def test_encode_pub_ack_writes_what_protobuf_writes(guid: str, error: str) -> No
     for size in (0, 127, 128):
         edge = "g" * size
         assert encode_pub_ack(edge) == pb.PubAck(guid=edge).SerializeToString()
+
+
+@given(
+    client_id=st.text(max_size=40),
+    guid=st.text(min_size=1, max_size=200),
+    subject=st.text(max_size=300),
+    data=st.binary(max_size=300) | st.sampled_from([b"\x00" * 16_384]),
+    conn_id=st.binary(max_size=30),
+)
+def test_pub_msg_fragments_write_what_protobuf_writes(
+    client_id: str, guid: str, subject: str, data: bytes, conn_id: bytes
+) -> None:
+    # The client's PubMsg: the fragments around the guid, encoded once, and the guid.
+    raw = guid.encode()
+    head = pub_msg_head(client_id.encode(), len(raw))
+    payload = head + raw + pub_msg_tail(subject.encode(), data, conn_id)
+    expected = pb.PubMsg(clientID=client_id, guid=guid, subject=subject, data=data, connID=conn_id)
+    assert payload == expected.SerializeToString()
