@@ -13,7 +13,6 @@ PACKAGE = ROOT / "stanpkg"
 MAX_LINES = 700
 KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_LARGE = {
-    "transport/connection.py",
     "stores/jetstream/streams.py",
     "stores/jetstream/store.py",
 }

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 import ssl
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, cast, overload
 
 from stanpkg.transport.auth import Credentials
@@ -52,12 +50,12 @@ from stanpkg.transport.parser import (
     decode_headers,
     encode_headers,
 )
+from stanpkg.transport.policy import ConnectionPolicy
 from stanpkg.transport.protocol import ClientProtocol
 from stanpkg.transport.servers import ServerPool, parse_urls
 
 __all__ = ["HeaderMsgHandler", "MsgHandler", "NatsConnection", "decode_headers", "encode_headers"]
 
-log = logging.getLogger("stanpkg.transport")
 
 _FLUSH_AT = 64 * 1024  # write at once instead of waiting for the end of the loop iteration
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -80,29 +78,15 @@ def _reply_bytes(reply: str) -> bytes:
     return reply.encode()
 
 
-@dataclass(frozen=True)
-class _Policy:
-    """Reconnection, keep-alive and buffering behaviour, plus the owner's callbacks."""
-
-    max_reconnect: int
-    reconnect_wait: float
-    ping_interval: float
-    max_pings_out: int
-    pending_limit: int
-    on_disconnected: Callable[[], None] | None
-    on_reconnected: Callable[[], None] | None
-    on_closed: Callable[[Exception | None], None] | None
-    on_error: Callable[[Exception], None] | None
-    on_discovered_servers: Callable[[], None] | None = None
-
-
 class NatsConnection:
     """A NATS client connection. Create with :meth:`connect`.
 
     Not thread-safe: use it from the event loop it was created in.
     """
 
-    def __init__(self, pool: ServerPool, settings: ConnectSettings, policy: _Policy) -> None:
+    def __init__(
+        self, pool: ServerPool, settings: ConnectSettings, policy: ConnectionPolicy
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self._pool = pool
         self._settings = settings
@@ -179,7 +163,7 @@ class NatsConnection:
             tls_hostname=tls_hostname,
             connect_timeout=connect_timeout,
         )
-        policy = _Policy(
+        policy = ConnectionPolicy(
             max_reconnect=max_reconnect,
             reconnect_wait=reconnect_wait,
             ping_interval=ping_interval,
@@ -199,17 +183,7 @@ class NatsConnection:
     async def open(cls, endpoint: NatsEndpoint, **options: Any) -> NatsConnection:
         """:meth:`connect` to ``endpoint``; ``options`` are the other keywords of
         :meth:`connect` (name, callbacks, reconnect policy)."""
-        keywords: dict[str, Any] = {
-            "user": endpoint.user,
-            "password": endpoint.password,
-            "token": endpoint.token,
-            "credentials": endpoint.credentials,
-            "nkey_seed_file": endpoint.nkey_seed_file,
-            "tls": endpoint.tls,
-            "tls_required": endpoint.tls_required,
-            "tls_hostname": endpoint.tls_hostname,
-            **options,
-        }
+        keywords: dict[str, Any] = {**endpoint.connect_keywords(), **options}
         # Called as a Python object: compiled by mypyc, a native call of ``connect`` with
         # ``**keywords`` passes the mapping as its ``name`` (TypeError at connect).
         connect = getattr(cls, "connect")  # noqa: B009
@@ -679,22 +653,12 @@ class NatsConnection:
             except Exception as exc:
                 self._report(exc)
 
-    # -- callbacks -------------------------------------------------------------------------
+    # -- callbacks (the policy's) ----------------------------------------------------------
     def _call(self, callback: Callable[[], None] | None) -> None:
-        if callback is not None:
-            try:
-                callback()
-            except Exception as exc:
-                self._report(exc)
+        self._policy.call(callback)
 
     def _report(self, error: Exception) -> None:
-        if self._policy.on_error is not None:
-            try:
-                self._policy.on_error(error)
-                return
-            except Exception:
-                log.exception("NATS error callback failed")
-        log.error("NATS asynchronous error: %s", error, exc_info=error)
+        self._policy.report(error)
 
     # -- state -----------------------------------------------------------------------------
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["NatsEndpoint"]
 
@@ -22,3 +23,16 @@ class NatsEndpoint:
     tls: ssl.SSLContext | None = None
     tls_required: bool = False
     tls_hostname: str = ""  # expected name in the server's certificate, when not the URL's
+
+    def connect_keywords(self) -> dict[str, Any]:
+        """The keywords of ``NatsConnection.connect`` this endpoint sets (all but the URL)."""
+        return {
+            "user": self.user,
+            "password": self.password,
+            "token": self.token,
+            "credentials": self.credentials,
+            "nkey_seed_file": self.nkey_seed_file,
+            "tls": self.tls,
+            "tls_required": self.tls_required,
+            "tls_hostname": self.tls_hostname,
+        }
