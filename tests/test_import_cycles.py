@@ -12,10 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "stanpkg"
 MAX_LINES = 700
 KNOWN_CYCLES: set[frozenset[str]] = set()
-KNOWN_LARGE = {
-    "stores/jetstream/streams.py",
-    "stores/jetstream/store.py",
-}
+KNOWN_LARGE: set[str] = set()
 GENERATED = ("_pb2.py", "_pb2.pyi")
 
 

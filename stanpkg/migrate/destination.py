@@ -14,23 +14,27 @@ from enum import Enum
 
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.layout import kv_stream, records_bucket, stream_name
 from stanpkg.stores.jetstream.link import JetStreamLink
-from stanpkg.stores.jetstream.store import MAX_REPLICAS, SERVER_KEY, ClusterSettings
-from stanpkg.stores.jetstream.streams import (
+from stanpkg.stores.jetstream.records import (
+    channel_record,
+    client_record,
+    from_stream_message,
+    server_record,
+    subscription_channel,
+    subscription_record,
+)
+from stanpkg.stores.jetstream.store import MAX_REPLICAS
+from stanpkg.stores.jetstream.stream_management import purge_stream_to
+from stanpkg.stores.jetstream.stream_reader import (
     ReplicaBehind,
     StreamState,
     find_stream_state,
-    from_stream_message,
-    purge_stream_to,
     read_range,
-    stream_name,
 )
-from stanpkg.stores.records import client_to_proto, server_info_to_proto, sub_to_proto
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
@@ -88,7 +92,7 @@ class Destination:
         self._conn = conn
         self.cluster_id = cluster_id
         self.replicas = replicas
-        self.settings = ClusterSettings(cluster_id, "", (), replicas, 0.0)
+        self.bucket = records_bucket(cluster_id)  # the cluster's records
         self._state: ReplicatedMap | None = None
         self._writer_id = f"migrate-{next_nuid()}"
 
@@ -109,15 +113,13 @@ class Destination:
         destination = cls(link, conn, cluster_id, replicas or 1)
         if replicas is None:
             destination.replicas = await destination._default_replicas()
-            destination.settings = ClusterSettings(cluster_id, "", (), destination.replicas, 0.0)
         return destination
 
     async def _default_replicas(self) -> int:
         """The cluster's own choice when its state exists (its records bucket's replicas),
         else one per JetStream server the connection knows of, at most MAX_REPLICAS."""
-        bucket = f"KV_{self.settings.bucket}"
         try:
-            info = await self._link.js.stream_info(bucket)
+            info = await self._link.js.stream_info(kv_stream(self.bucket))
             return int(info.config.num_replicas or 1)
         except Exception:  # no bucket yet (or unreadable): count the servers
             servers = {server.netloc for server in self._link.nc.servers}
@@ -221,7 +223,7 @@ class Destination:
         """The cluster's records as they are (creating the bucket if missing)."""
         try:
             self._state = await ReplicatedMap.open(
-                self._link, self.settings.bucket, replicas=self.replicas, reader=self._conn
+                self._link, self.bucket, replicas=self.replicas, reader=self._conn
             )
             return await self._load_state()
         except StoreError as exc:
@@ -253,25 +255,21 @@ class Destination:
         state = self._state
         assert state is not None
         for key in existing:
-            kind, *rest = kv_key_parts(key)
-            if kind == "sub" and rest and rest[0] in channels:
+            if subscription_channel(key) in channels:
                 state.delete(key)  # replaced by the source's below, if it has that ID
         written = 0
         for channel, subs in channels.items():
-            state.put(kv_key("channel", channel), b"")
+            state.put(*channel_record(channel))
             for sub in subs:
-                snapshot = spb.SubscriptionSnapshot(
-                    State=sub_to_proto(sub.record), AcksPending=sorted(sub.pending)
-                )
-                state.put(kv_key("sub", channel, str(sub.record.id)), snapshot.SerializeToString())
+                state.put(*subscription_record(channel, sub.record, sub.pending))
                 written += 1
             written += 1
         for client in clients:
-            state.put(kv_key("client", client.id), client_to_proto(client).SerializeToString())
+            state.put(*client_record(client))
             written += 1
         try:
             await state.flush()
-            state.put(SERVER_KEY, server_info_to_proto(info).SerializeToString())
+            state.put(*server_record(info))
             await state.flush()
         except StoreError as exc:
             raise DestinationError(str(exc)) from exc

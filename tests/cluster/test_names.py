@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from stanpkg.stores.jetstream.channel_streams import stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import stream_name, stream_subject
 from stanpkg.stores.jetstream.store import ClusterSettings
 
 STREAM = re.compile(r"^[^.*>\s/\\]+$")

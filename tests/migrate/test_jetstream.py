@@ -24,9 +24,9 @@ from nats.js.api import StreamConfig
 from stanpkg.migrate import destination as destination_module
 from stanpkg.migrate.destination import Destination, DestinationError
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.jetstream.keys import kv_key
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.streams import ReplicaBehind, stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import kv_key, stream_name, stream_subject
+from stanpkg.stores.jetstream.stream_reader import ReplicaBehind
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import STANPKG
 from tests.migrate.conftest import (

@@ -14,7 +14,7 @@ import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.jetstream.keys import kv_key_parts
+from stanpkg.stores.jetstream.layout import kv_key_parts
 from stanpkg.stores.sql.schema import TABLES
 from tests.migrate.conftest import migrate_json, run_migrate
 from tests.migrate.test_jetstream import jetstream, stream_messages

@@ -1,7 +1,7 @@
-"""One channel's stream as the clustered store uses it: the wire work is ``streams.py``'s;
-this adds what a leader needs around it — writes retried while a stream elects a new
-leader, fencing on a write stored anywhere but where this node expected it, and the
-records of the messages read back.
+"""One channel's stream as the clustered store uses it: the wire work is ``stream_writer``'s,
+``stream_reader``'s and ``stream_management``'s; this adds what a leader needs around it —
+writes retried while a stream elects a new leader, fencing on a write stored anywhere but
+where this node expected it, and the records of the messages read back.
 
 It runs on our own NATS client: the channel writes are the hot path of a cluster, and
 ``NatsConnection`` publishes a pipelined batch with one write and reads the answers
@@ -17,45 +17,31 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.streams import (
-    API_TIMEOUT,
+from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.records import Write, from_stream_message, message_guid
+from stanpkg.stores.jetstream.stream_management import delete_stream, ensure_stream, stream_config
+from stanpkg.stores.jetstream.stream_reader import API_TIMEOUT, read_range, stream_state
+from stanpkg.stores.jetstream.stream_writer import (
     ATOMIC_BATCH_MAX,
     BATCH_DUPLICATE_ID,
     BATCH_WRONG_LAST_SEQUENCE,
-    HEADER_MSG_ID,
     WRONG_LAST_SEQUENCE,
     StreamFenced,
     StreamWriter,
     WriteResult,
     WriteRound,
-    delete_stream,
-    ensure_stream,
-    from_stream_message,
-    read_range,
-    stream_config,
-    stream_name,
-    stream_state,
-    stream_subject,
 )
-from stanpkg.transport.connection import NatsConnection, decode_headers
+from stanpkg.transport.connection import NatsConnection
 
-__all__ = [
-    "DUPLICATE_WINDOW",
-    "ChannelStream",
-    "Sent",
-    "StreamFenced",
-    "Writes",
-    "stream_name",
-    "stream_subject",
-]
+__all__ = ["DUPLICATE_WINDOW", "ChannelStream", "Sent", "StreamFenced", "Writes"]
 
-DUPLICATE_WINDOW = 120.0  # seconds: streams.stream_config's, for the leader's own window
+DUPLICATE_WINDOW = 120.0  # seconds: stream_config's, for the leader's own window
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
 RETRY_INTERVAL = 0.25
 ATTEMPT_TIMEOUT = 5.0  # for the answers of one round of writes
 
 # (sequence, publish ID, reply, timestamp, payload): StreamWriter.append's arguments
-Writes = Sequence[tuple[int, str, str, int, bytes]]
+Writes = Sequence[Write]
 Sent = Sequence[WriteRound]  # the rounds of one send, answered in order
 
 
@@ -260,4 +246,4 @@ class ChannelStream:
         channel = self.channel
         async for sequence, headers, data in read_range(self._conn, self.name, first, last):
             record = from_stream_message(sequence, headers, data, channel=channel)
-            yield record, decode_headers(headers)[1].get(HEADER_MSG_ID, "")
+            yield record, message_guid(headers)

@@ -1,6 +1,6 @@
 """The cluster's records (server info, clients, subscriptions) in one replicated KV bucket,
 written in pipelined batches: every write of a batch in flight at once, one ack each; read
-whole by batched direct gets. Keys are made by :func:`keys.kv_key`.
+whole by batched direct gets. Keys are made by :func:`layout.kv_key`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsPyError
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.keys import checked_key
+from stanpkg.stores.jetstream.layout import checked_key, kv_stream, kv_subject
 from stanpkg.stores.jetstream.link import JetStreamLink, Write, first_answer
-from stanpkg.stores.jetstream.streams import ReplicaBehind, read_range, stream_state
+from stanpkg.stores.jetstream.stream_reader import ReplicaBehind, read_range, stream_state
 from stanpkg.transport.connection import NatsConnection, decode_headers
 
 __all__ = ["ReplicatedMap"]
@@ -58,8 +58,8 @@ class ReplicatedMap:
         behind (a node that just rejoined): ReplicaBehind unless what it returned reaches
         the bucket's last sequence as its stream leader reports it; StoreError when the
         bucket's stream has no leader that answers within ``leader_timeout``."""
-        name = f"KV_{self.bucket}"
-        prefix = f"$KV.{self.bucket}."
+        name = kv_stream(self.bucket)
+        prefix = kv_subject(self.bucket)
         found: dict[str, bytes] = {}
         newest = 0
         try:
@@ -138,7 +138,7 @@ class ReplicatedMap:
                 return
 
     def _write(self, key: str, value: bytes | None) -> Write:
-        subject = f"$KV.{self.bucket}.{key}"
+        subject = kv_subject(self.bucket, key)
         return (subject, b"", _DELETE_HEADERS) if value is None else (subject, value, None)
 
     def _failure(self, count: int, first: BaseException, closed: bool) -> str:

@@ -2,7 +2,7 @@
 
 The reference's followers apply the Raft log, so their ``/streaming/*`` endpoints answer
 with the cluster's state. Ours hold nothing: they read it, in the background, every few
-seconds while they stand by — the replicated records (one ordered consumer over the KV
+seconds while they stand by — the replicated records (direct gets over the KV
 bucket) and one ``STREAM.INFO`` per channel — and monitoring shows the last reading. A
 reading that fails (no quorum, a replica catching up) leaves the last one in place.
 """
@@ -12,19 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import (
-    ClientRecord,
-    StandbyChannel,
-    StandbyState,
-    StandbySubscription,
-    StoreLog,
-)
-from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.base import StandbyChannel, StandbyState, StandbySubscription, StoreLog
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.layout import stream_name
 from stanpkg.stores.jetstream.periodic import repeat
-from stanpkg.stores.jetstream.streams import StreamState, stream_name, stream_state
-from stanpkg.stores.records import client_from_proto, server_info_from_proto, sub_from_proto
+from stanpkg.stores.jetstream.records import decode_records
+from stanpkg.stores.jetstream.stream_reader import StreamState, stream_state
 from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["REFRESH_INTERVAL", "StandbyRefresher", "read_standby_state"]
@@ -33,7 +26,6 @@ REFRESH_INTERVAL = 2.0  # seconds between two readings, at least
 COST_FACTOR = 4  # a reading that takes t seconds waits 4t before the next (large clusters)
 READ_TIMEOUT = 10.0  # one whole reading, past which it counts as failed
 CONCURRENT_INFOS = 32  # STREAM.INFO requests in flight at once
-_SERVER_KEY = kv_key("server")  # the clustered store's record of the server info
 
 Reader = Callable[[], Awaitable[StandbyState | None]]
 
@@ -43,25 +35,10 @@ async def read_standby_state(
 ) -> StandbyState | None:
     """One reading of the cluster's state; None before the serving node has written its
     server info. Raises StoreError (or a NATS error) when JetStream cannot answer."""
-    loaded = await records.load()
-    raw_info = loaded.pop(_SERVER_KEY, None)
-    if raw_info is None:
+    decoded = decode_records(await records.load())
+    if decoded is None:
         return None
-    info = server_info_from_proto(spb.ServerInfo.FromString(raw_info))
-    clients: list[ClientRecord] = []
-    names: list[str] = []
-    subs: dict[str, list[StandbySubscription]] = {}
-    for key, value in loaded.items():
-        kind, *rest = kv_key_parts(key)
-        if kind == "client":
-            clients.append(client_from_proto(spb.ClientInfo.FromString(value)))
-        elif kind == "channel":
-            names.append(rest[0])
-        elif kind == "sub":
-            snapshot = spb.SubscriptionSnapshot.FromString(value)
-            sub = StandbySubscription(sub_from_proto(snapshot.State), len(snapshot.AcksPending))
-            subs.setdefault(rest[0], []).append(sub)
-    names.sort()
+    names = decoded.channels
     states = await _stream_states(conn, cluster_id, names)
     channels = tuple(
         StandbyChannel(
@@ -70,12 +47,15 @@ async def read_standby_state(
             state.bytes,
             state.first_seq,
             state.last_seq,
-            tuple(sorted(subs.get(name, ()), key=lambda sub: sub.record.id)),
+            tuple(
+                StandbySubscription(sub.record, len(sub.pending))
+                for sub in decoded.subs.get(name, ())
+            ),
         )
         for name, state in zip(names, states, strict=True)
     )
-    clients.sort(key=lambda client: client.id)
-    return StandbyState(info, tuple(clients), channels, now)
+    clients = sorted(decoded.clients, key=lambda client: client.id)
+    return StandbyState(decoded.info, tuple(clients), channels, now)
 
 
 async def _stream_states(

@@ -1,10 +1,12 @@
 """The clustered store: every replicated fact in JetStream, served from the leader's memory.
 
-* Each channel is one stream (``streams.py``): STAN sequence = stream sequence, written
-  pipelined with ``Nats-Expected-Last-Sequence`` so that only the lease holder, in order,
-  can append (a stale leader is fenced by JetStream itself).
+* Each channel is one stream (``channel_streams.py``, ``replicated_messages.py``): STAN
+  sequence = stream sequence, written pipelined with ``Nats-Expected-Last-Sequence`` so
+  that only the lease holder, in order, can append (a stale leader is fenced by JetStream
+  itself).
 * Server info, clients, channels and subscriptions (with their pending sequences) are
-  records of one replicated map (``kvmap.py``), written in batches.
+  records of one replicated map (``kvmap.py``, ``replicated_subs.py``), written in batches.
+* Names, keys and the records' bytes are ``layout.py``'s and ``records.py``'s.
 * One node serves: the holder of the lease (``lease.py``). The others stand by; the one
   that takes the lease over loads the whole state — records and messages — into a
   :class:`MemoryStore` and serves from it, as the reference's leader serves from its
@@ -18,18 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import (
     ChannelStore,
     ClientRecord,
-    MessageStore,
     RecoveredChannel,
     RecoveredState,
     RecoveredSubscription,
@@ -38,32 +36,33 @@ from stanpkg.stores.base import (
     Store,
     StoreError,
     StoreLog,
-    SubRecord,
-    SubscriptionStore,
 )
-from stanpkg.stores.jetstream.channel_streams import (
-    DUPLICATE_WINDOW,
-    ChannelStream,
-    Sent,
-    StreamFenced,
-    Writes,
-)
-from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.channel_streams import ChannelStream
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.layout import (
+    LEASE_KEY,
+    channel_key,
+    client_key,
+    kv_stream,
+    lease_bucket,
+    records_bucket,
+    sub_key,
+)
 from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.link import REQUEST_TIMEOUT, JetStreamLink, raise_if_cancelled
-from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
-from stanpkg.stores.jetstream.streams import remove_stream_peer, stream_replicas
-from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
-from stanpkg.stores.records import (
-    client_from_proto,
-    client_to_proto,
-    server_info_from_proto,
-    server_info_to_proto,
-    sub_from_proto,
-    sub_to_proto,
+from stanpkg.stores.jetstream.records import (
+    ClusterRecords,
+    channel_record,
+    client_record,
+    decode_records,
+    server_record,
 )
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
+from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
+from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
+from stanpkg.stores.jetstream.stream_management import remove_stream_peer, stream_replicas
+from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
@@ -81,7 +80,6 @@ PROMOTION_TIMEOUT = 60.0  # to load the state once the lease is held
 RETRY_INTERVAL = 0.5
 LEADER_PROBE_TIMEOUT = 0.5  # the first wait for the records' stream leader at promotion
 LEADER_PROBE_RETRY = 0.1
-SERVER_KEY = kv_key("server")
 
 
 @dataclass(frozen=True)
@@ -110,13 +108,8 @@ class ClusterSettings:
 
     @property
     def bucket(self) -> str:
-        """The KV bucket of the cluster's records (the lease's is this + ``_lease``)."""
-        cluster_id = self.cluster_id
-        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in cluster_id)
-        if safe != cluster_id or len(safe) > 60:
-            # "a.b" and "a_b" read alike: a hash of the exact ID keeps their state apart.
-            safe = f"{safe[:48]}_{hashlib.sha256(cluster_id.encode()).hexdigest()[:10]}"
-        return f"STAN_{safe}_state"
+        """The KV bucket of the cluster's records (:func:`layout.records_bucket`)."""
+        return records_bucket(self.cluster_id)
 
 
 class ClusteredStore(Store):
@@ -169,8 +162,8 @@ class ClusteredStore(Store):
         self._state.fence = self._check_lease
         self._lease = Lease(
             self._require_link(),
-            bucket=settings.bucket + "_lease",
-            key="leader",
+            bucket=lease_bucket(settings.cluster_id),
+            key=LEASE_KEY,
             holder=settings.node_id,
             ttl=settings.lease_ttl,
             replicas=settings.replicas,
@@ -191,8 +184,7 @@ class ClusteredStore(Store):
             raise
         self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
         if settings.replicas > 1:
-            bucket = settings.bucket  # the channels' streams move at their first write
-            records = [f"KV_{bucket}_lease", f"KV_{bucket}"]
+            records = self._record_streams()  # the channels' streams move at their first write
             self._gathering = LeaderGathering(self._require_conn(), lambda: records, self.log)
             self._gathering.start()
         return True
@@ -201,10 +193,14 @@ class ClusteredStore(Store):
         if self._gathering is not None:
             await self._gathering.lead_here(stream)
 
+    def _record_streams(self) -> list[str]:
+        """The streams of the lease's and the records' buckets."""
+        cluster_id = self.settings.cluster_id
+        return [kv_stream(lease_bucket(cluster_id)), kv_stream(records_bucket(cluster_id))]
+
     def _stream_names(self) -> list[str]:
         """Every stream of the cluster: the records, the lease, each channel's."""
-        bucket = self.settings.bucket
-        streams = [f"KV_{bucket}_lease", f"KV_{bucket}"]
+        streams = self._record_streams()
         for channel in self._channels.values():
             msgs = channel.msgs
             assert isinstance(msgs, ReplicatedMessages)
@@ -306,41 +302,30 @@ class ClusteredStore(Store):
     async def _restore(
         self, records: dict[str, bytes], deadline: float, leader_timeout: float
     ) -> RecoveredState | None:
-        raw_info = records.pop(SERVER_KEY, None)
-        if raw_info is None:
+        decoded = decode_records(records)
+        if decoded is None:
             return None
-        info = server_info_from_proto(spb.ServerInfo.FromString(raw_info))
-        self._cache.init(info)
-        clients: list[ClientRecord] = []
-        channel_names: list[str] = []
-        subs: dict[str, list[spb.SubscriptionSnapshot]] = {}
-        for key, value in records.items():
-            kind, *rest = kv_key_parts(key)
-            if kind == "client":
-                record = client_from_proto(spb.ClientInfo.FromString(value))
-                clients.append(record)
-                self._cache.add_client(record)
-            elif kind == "channel":
-                channel_names.append(rest[0])
-            elif kind == "sub":
-                subs.setdefault(rest[0], []).append(spb.SubscriptionSnapshot.FromString(value))
+        self._cache.init(decoded.info)
+        for client in decoded.clients:
+            self._cache.add_client(client)
         channels = []
-        for name in sorted(channel_names):
+        for name in decoded.channels:
             store = self._open_channel(name, new=False)
             # One channel at a time: the elections run side by side anyway, and asking
             # every channel's stream at once multiplies the requests JetStream gets while
             # it elects (measured: no faster, if anything slower, with 10 channels).
             leader_timeout = await self._load_messages(store, deadline, leader_timeout)
-            recovered = RecoveredChannel(store)
-            replicated = store.subs
-            assert isinstance(replicated, ReplicatedSubscriptions)
-            for snapshot in sorted(subs.get(name, ()), key=lambda s: s.State.ID):
-                sub = sub_from_proto(snapshot.State)
-                pending = sorted(snapshot.AcksPending)
-                replicated.restore(sub, pending)
-                recovered.subscriptions.append(RecoveredSubscription(sub, pending))
-            channels.append(recovered)
-        return RecoveredState(info, clients, channels)
+            channels.append(self._restore_subs(store, decoded))
+        return RecoveredState(decoded.info, decoded.clients, channels)
+
+    def _restore_subs(self, store: ChannelStore, decoded: ClusterRecords) -> RecoveredChannel:
+        recovered = RecoveredChannel(store)
+        replicated = store.subs
+        assert isinstance(replicated, ReplicatedSubscriptions)
+        for sub in decoded.subs.get(store.name, ()):
+            replicated.restore(sub.record, sub.pending)
+            recovered.subscriptions.append(RecoveredSubscription(sub.record, sub.pending))
+        return recovered
 
     async def _load_messages(
         self, store: ChannelStore, deadline: float, leader_timeout: float
@@ -402,15 +387,15 @@ class ClusteredStore(Store):
         if not self._leading:
             return  # the start-up "No recovered state" of a follower
         self._cache.init(info)
-        self._put(SERVER_KEY, server_info_to_proto(info).SerializeToString())
+        self._put(*server_record(info))
 
     def add_client(self, record: ClientRecord) -> None:
         self._cache.add_client(record)
-        self._put(kv_key("client", record.id), client_to_proto(record).SerializeToString())
+        self._put(*client_record(record))
 
     def delete_client(self, client_id: str) -> None:
         self._cache.delete_client(client_id)
-        self._require_leading().delete(kv_key("client", client_id))
+        self._require_leading().delete(client_key(client_id))
         self._schedule_flush()
 
     def create_channel(self, name: str) -> ChannelStore:
@@ -442,7 +427,7 @@ class ClusteredStore(Store):
         )
         self._channels[name] = channel
         if new:
-            self._put(kv_key("channel", name), b"")
+            self._put(*channel_record(name))
         return channel
 
     def delete_channel(self, name: str) -> None:
@@ -454,7 +439,7 @@ class ClusteredStore(Store):
         subs = channel.subs
         assert isinstance(subs, ReplicatedSubscriptions)
         for sub_id in list(subs.tracked):
-            state.delete(kv_key("sub", name, str(sub_id)))
+            state.delete(sub_key(name, sub_id))
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
         deletion = asyncio.get_running_loop().create_task(
@@ -482,7 +467,7 @@ class ClusteredStore(Store):
             self.log.error(f"Unable to delete the stream of channel {name!r}: {exc}")
             return False
         if name not in self._channels and self._leading and self._state is not None:
-            self._state.delete(kv_key("channel", name))
+            self._state.delete(channel_key(name))
             self._schedule_flush()
         return True
 
@@ -584,327 +569,3 @@ class ClusteredStore(Store):
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         return task
-
-
-class ReplicatedMessages(MessageStore):
-    """A channel's messages: appended to the channel's stream, then kept in memory and
-    served from there. A batch enters memory only once the stream has it on a quorum;
-    a batch that fails leaves no trace, and memory is then brought level with the stream
-    (a write whose reply was lost may have been stored).
-
-    Batches are pipelined: each is sent when its flush begins, ahead of the answers for
-    the ones before it, and enters memory after them. One that fails fails the batches
-    numbered after it too (their sequences counted on it)."""
-
-    deduplicates = True
-
-    def __init__(self, cache: MemoryMessageStore, stream: ChannelStream) -> None:
-        self.cache = cache
-        self.limits = cache.limits
-        self.stream = stream
-        self._stream_ready = False
-        self._led_here = False  # the stream's leader was brought to this node's server
-        # A new channel's: awaited before its first write (until it succeeds), then dropped.
-        self.prepare: Callable[[], Awaitable[None]] | None = None
-        # Raises StoreError when this node may no longer write (checked before each batch).
-        self.fence: Callable[[], None] | None = None
-        self._records: list[bytes] = []
-        self._stamps: list[int] = []
-        self._guids: list[str] = []
-        self._in_flight = 0  # messages of batches being written
-        self._in_flight_guids: set[str] = set()
-        self._tail: asyncio.Task[None] | None = None  # the newest batch being written
-        self._behind = False  # memory may lack messages the stream has
-        self._recent = RecentGuids(DUPLICATE_WINDOW)
-
-    def restore(
-        self, first: int, last: int, records: list[bytes], stamps: list[int], guids: list[str]
-    ) -> None:
-        """The stream's content at promotion (contiguous: limits only drop the oldest)."""
-        self._stream_ready = True
-        self.stream.last_sequence = last
-        self.cache.start_after(first - 1 if records else last)
-        if records:
-            self.cache.store(records, stamps)
-            self._recent.add_stamped(guids, stamps)
-
-    def has_guid(self, guid: str) -> bool:
-        return guid in self._recent or guid in self._in_flight_guids or guid in self._guids
-
-    @property
-    def first_sequence(self) -> int:
-        return self.cache.first_sequence
-
-    @property
-    def last_sequence(self) -> int:
-        return self.cache.last_sequence  # what subscribers may be sent: written
-
-    @property
-    def last_assigned_sequence(self) -> int:
-        return self.cache.last_sequence + self._in_flight + len(self._records)
-
-    @property
-    def last_timestamp(self) -> int:
-        return self._stamps[-1] if self._stamps else self.cache.last_timestamp
-
-    def state(self) -> tuple[int, int]:
-        return self.cache.state()
-
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        ids = guids or [""] * len(records)
-        if not fields:
-            decoded = [pb.MsgProto.FromString(record) for record in records]
-            fields = [(msg.reply, msg.data) for msg in decoded]
-        self.stream.append_run(self.last_assigned_sequence + 1, fields, timestamps, ids)
-        self._records.extend(records)
-        self._stamps.extend(timestamps)
-        self._guids.extend(ids)
-
-    def lookup(self, sequence: int) -> bytes | None:
-        return self.cache.lookup(sequence)
-
-    def sequence_at_or_after(self, timestamp: int) -> int:
-        return self.cache.sequence_at_or_after(timestamp)
-
-    def expire(self, now: int) -> int:
-        return self.cache.expire(now)  # the stream's max_age drops them there too
-
-    async def flush(self) -> None:
-        await self.begin_flush()
-
-    def begin_flush(self) -> asyncio.Task[None]:
-        batch = _Batch(self._records, self._stamps, self._guids, self.stream.take())
-        self._records, self._stamps, self._guids = [], [], []
-        previous = self._tail
-        # Numbered after a batch still in flight: it stands or falls with that one.
-        after = previous if previous is not None and not previous.done() else None
-        sent = None
-        ready = (
-            self._stream_ready
-            and self._led_here
-            and not self._behind
-            and self.prepare is None
-            and self._may_write()
-        )
-        if batch.writes and ready and (after is None or self.stream.pipelines):
-            sent = self.stream.send(batch.writes)
-        self._in_flight += len(batch.records)
-        self._in_flight_guids.update(batch.guids)
-        task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
-        self._tail = task
-        return task
-
-    def _may_write(self) -> bool:
-        if self.fence is None:
-            return True
-        try:
-            self.fence()
-        except StoreError:
-            return False
-        return True
-
-    async def _write(
-        self,
-        batch: _Batch,
-        sent: Sent | None,
-        previous: asyncio.Task[None] | None,
-        after: asyncio.Task[None] | None,
-    ) -> None:
-        try:
-            if previous is not None:
-                try:
-                    await asyncio.shield(previous)  # in order: a later batch waits
-                except StoreError as exc:
-                    if previous is after:
-                        if sent is not None:
-                            self.stream.abandon(sent)
-                        raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
-            if self.prepare is not None:
-                await self.prepare()
-                self.prepare = None
-            if not self._stream_ready:
-                await self.stream.ensure()
-                self._stream_ready = True
-            if not self._led_here:
-                # Before the first write of this leadership, with none in flight: a write
-                # sent while the stream's leadership moves may go unanswered (5 s).
-                await self.stream.settle_leader()
-                self._led_here = True
-            if self._behind:
-                await self._catch_up()
-            if sent is None and self.fence is not None:
-                self.fence()
-            await self.stream.write(batch.writes, sent)
-        except StoreError as exc:
-            self._settled(batch)
-            self._behind = True
-            if isinstance(exc, StreamFenced):
-                channel = self.stream.channel
-                raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
-            raise
-        except BaseException:
-            self._settled(batch)
-            self._behind = True
-            raise
-        self._settled(batch)
-        if batch.records:
-            self.cache.store(batch.records, batch.stamps)
-            self._recent.add_stamped(batch.guids, batch.stamps)
-
-    def _settled(self, batch: _Batch) -> None:
-        self._in_flight -= len(batch.records)
-        self._in_flight_guids.difference_update(batch.guids)
-
-    async def _catch_up(self) -> None:
-        last = await self.stream.stream_last()
-        have = self.cache.last_sequence
-        if last > have:
-            records: list[bytes] = []
-            stamps: list[int] = []
-            guids: list[str] = []
-            async for record, guid in self.stream.read(have + 1, last):
-                records.append(record)
-                stamps.append(pb.MsgProto.FromString(record).timestamp)
-                guids.append(guid)
-            if records:
-                self.cache.store(records, stamps)
-                self._recent.add_stamped(guids, stamps)
-        self.stream.last_sequence = max(last, have)
-        self._behind = False
-
-    def close(self) -> None:
-        self.cache.close()
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    """The messages of one flush and their stream writes."""
-
-    records: list[bytes]
-    stamps: list[int]
-    guids: list[str]
-    writes: Writes
-
-
-class RecentGuids:
-    """Publish IDs stored within the duplicate window (by the messages' timestamps), so
-    that a client's resend after a failover is acknowledged instead of stored again.
-    Kept by runs of one timestamp: a publish batch is one run (one set update, one entry)."""
-
-    def __init__(self, window: float) -> None:
-        self._window_ns = int(window * 1e9)
-        self._order: deque[tuple[int, list[str]]] = deque()
-        self._ids: set[str] = set()
-
-    def __contains__(self, guid: str) -> bool:
-        return guid in self._ids
-
-    def add_stamped(self, guids: Sequence[str], stamps: Sequence[int]) -> None:
-        if not guids:
-            return
-        if stamps[0] == stamps[-1]:  # stamps never decrease: one run
-            self._add_run(stamps[-1], guids)
-        else:
-            start = 0
-            for index in range(1, len(stamps) + 1):
-                if index == len(stamps) or stamps[index] != stamps[start]:
-                    self._add_run(stamps[start], guids[start:index])
-                    start = index
-        horizon = self._order[-1][0] - self._window_ns if self._order else 0
-        while self._order and self._order[0][0] < horizon:
-            self._ids.difference_update(self._order.popleft()[1])
-
-    def _add_run(self, stamp: int, guids: Sequence[str]) -> None:
-        run = [guid for guid in guids if guid]
-        if run:
-            self._order.append((stamp, run))
-            self._ids.update(run)
-
-
-@dataclass
-class _Tracked:
-    record: SubRecord
-    pending: set[int] = field(default_factory=set)
-
-
-class ReplicatedSubscriptions(SubscriptionStore):
-    """A channel's subscriptions: IDs and limits from the memory store; each record and
-    its pending sequences kept here to be written as one ``SubscriptionSnapshot``.
-    Creations, updates and deletions go out at :meth:`flush` (before the server answers
-    the request); sent and acked sequences every second, as the reference replicates
-    them lazily — a new leader redelivers what it does not know was acknowledged."""
-
-    def __init__(self, cache: SubscriptionStore, state: ReplicatedMap, channel: str) -> None:
-        self.cache = cache
-        self._state = state
-        self._channel = channel
-        self.tracked: dict[int, _Tracked] = {}
-        self._changed: set[int] = set()
-
-    def restore(self, record: SubRecord, pending: list[int]) -> None:
-        note = getattr(self.cache, "note_id", None)
-        if note is not None:
-            note(record.id, True)
-        self.tracked[record.id] = _Tracked(record.copy(), set(pending))
-
-    def _key(self, sub_id: int) -> str:
-        return kv_key("sub", self._channel, str(sub_id))
-
-    def _write(self, sub_id: int) -> None:
-        tracked = self.tracked.get(sub_id)
-        if tracked is None:
-            return
-        snapshot = spb.SubscriptionSnapshot(
-            State=sub_to_proto(tracked.record), AcksPending=sorted(tracked.pending)
-        )
-        self._state.put(self._key(sub_id), snapshot.SerializeToString())
-
-    def create(self, record: SubRecord) -> None:
-        self.cache.create(record)
-        self.tracked[record.id] = _Tracked(record.copy())
-        self._write(record.id)
-
-    def update(self, record: SubRecord) -> None:
-        tracked = self.tracked.get(record.id)
-        if tracked is None:
-            tracked = self.tracked[record.id] = _Tracked(record.copy())
-        else:
-            tracked.record = record.copy()
-        self._write(record.id)
-
-    def delete(self, sub_id: int) -> None:
-        self.cache.delete(sub_id)
-        self.tracked.pop(sub_id, None)
-        self._changed.discard(sub_id)
-        self._state.delete(self._key(sub_id))
-
-    def record_sent(self, sub_id: int, sequences: Sequence[int]) -> None:
-        tracked = self.tracked.get(sub_id)
-        if tracked is None or not sequences:
-            return
-        tracked.pending.update(sequences)
-        tracked.record.last_sent = max(tracked.record.last_sent, sequences[-1])
-        self._changed.add(sub_id)
-
-    def record_ack(self, sub_id: int, sequence: int) -> None:
-        tracked = self.tracked.get(sub_id)
-        if tracked is not None:
-            tracked.pending.discard(sequence)
-            self._changed.add(sub_id)
-
-    def write_changed(self) -> None:
-        changed, self._changed = self._changed, set()
-        for sub_id in changed:
-            self._write(sub_id)
-
-    async def flush(self) -> None:
-        await self._state.flush()
-
-    def close(self) -> None:
-        self.cache.close()

@@ -12,9 +12,10 @@ import pytest
 
 from stanpkg.stores.base import ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.keys import kv_key
-from stanpkg.stores.jetstream.store import ClusteredStore, ReplicatedMessages
-from stanpkg.stores.jetstream.streams import read_range, stream_state
+from stanpkg.stores.jetstream.layout import kv_key
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
+from stanpkg.stores.jetstream.store import ClusteredStore
+from stanpkg.stores.jetstream.stream_reader import read_range, stream_state
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_standby_view import _publish, _store

@@ -13,7 +13,8 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream, StreamFenced
-from stanpkg.stores.jetstream.streams import ATOMIC_BATCH_MAX, stream_state
+from stanpkg.stores.jetstream.stream_reader import stream_state
+from stanpkg.stores.jetstream.stream_writer import ATOMIC_BATCH_MAX
 from stanpkg.transport.connection import NatsConnection
 from tests.stores.jetstream.test_streams import UNLIMITED
 

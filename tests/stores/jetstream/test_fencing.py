@@ -12,9 +12,9 @@ import time
 import pytest
 
 from stanpkg.stores.base import ClientRecord, StoreError
-from stanpkg.stores.jetstream.keys import kv_key
-from stanpkg.stores.jetstream.store import ReplicatedMessages
-from stanpkg.stores.jetstream.streams import stream_state
+from stanpkg.stores.jetstream.layout import kv_key
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
+from stanpkg.stores.jetstream.stream_reader import stream_state
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_promotion import _record

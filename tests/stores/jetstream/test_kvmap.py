@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 import pytest
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.keys import kv_key, kv_key_parts
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.layout import kv_key, kv_key_parts
 from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint

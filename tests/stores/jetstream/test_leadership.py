@@ -11,12 +11,12 @@ import pytest
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.layout import stream_name
 from stanpkg.stores.jetstream.leadership import LeaderGathering
-from stanpkg.stores.jetstream.streams import (
+from stanpkg.stores.jetstream.stream_management import (
     ensure_stream,
     lead_stream_from,
     stream_config,
-    stream_name,
     stream_replicas,
 )
 from stanpkg.transport.connection import NatsConnection

@@ -21,8 +21,9 @@ from stanpkg.stores.jetstream import channel_streams
 from stanpkg.stores.jetstream import store as store_module
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
 from stanpkg.stores.jetstream.link import JetStreamLink
-from stanpkg.stores.jetstream.store import ClusteredStore, ReplicatedMessages
-from stanpkg.stores.jetstream.streams import StreamState, find_stream_state, stream_state
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
+from stanpkg.stores.jetstream.store import ClusteredStore
+from stanpkg.stores.jetstream.stream_reader import StreamState, find_stream_state, stream_state
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id

@@ -3,7 +3,7 @@ kept by runs of one timestamp (a publish batch is one run)."""
 
 from __future__ import annotations
 
-from stanpkg.stores.jetstream.store import RecentGuids
+from stanpkg.stores.jetstream.replicated_messages import RecentGuids
 
 SECOND = 1_000_000_000
 

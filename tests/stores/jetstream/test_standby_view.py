@@ -17,12 +17,9 @@ from stanpkg.server.log import Logger
 from stanpkg.stores.base import ClientRecord, ServerInfo, StandbyState, SubRecord
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
 from stanpkg.stores.jetstream.standby_view import REFRESH_INTERVAL, read_standby_state
-from stanpkg.stores.jetstream.store import (
-    ClusteredStore,
-    ClusterSettings,
-    ReplicatedSubscriptions,
-)
+from stanpkg.stores.jetstream.store import ClusteredStore, ClusterSettings
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id

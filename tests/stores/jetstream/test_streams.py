@@ -23,23 +23,21 @@ from hypothesis import strategies as st
 from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.streams import (
-    StreamFenced,
-    StreamState,
-    StreamWriter,
+from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.records import (
     atomic_batch_messages,
     batch_headers,
-    delete_stream,
-    ensure_stream,
     from_stream_message,
-    read_range,
-    stream_config,
-    stream_name,
-    stream_replicas,
-    stream_state,
-    stream_subject,
     to_stream_message,
 )
+from stanpkg.stores.jetstream.stream_management import (
+    delete_stream,
+    ensure_stream,
+    stream_config,
+    stream_replicas,
+)
+from stanpkg.stores.jetstream.stream_reader import StreamState, read_range, stream_state
+from stanpkg.stores.jetstream.stream_writer import StreamFenced, StreamWriter
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from tests.stores.jetstream.conftest import (
     NatsProc,

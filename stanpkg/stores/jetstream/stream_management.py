@@ -1,0 +1,220 @@
+"""Managing the streams of a cluster through our own NATS client: a channel's stream
+configuration (:func:`stream_config`), its creation or update (:func:`ensure_stream`),
+purge and deletion, and where its replicas and leader are (:func:`stream_replicas`,
+:func:`lead_stream_from`, :func:`remove_stream_peer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from stanpkg.plan.limits import Limits
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.link import first_answer
+from stanpkg.stores.jetstream.stream_reader import (
+    API_TIMEOUT,
+    STREAM_NOT_FOUND,
+    StreamState,
+    api_failure,
+    js_api,
+    state_of,
+)
+from stanpkg.transport.connection import NatsConnection
+
+__all__ = [
+    "delete_stream",
+    "ensure_stream",
+    "lead_stream_from",
+    "purge_stream_to",
+    "remove_stream_peer",
+    "stream_config",
+    "stream_replicas",
+]
+
+STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configuration
+DUPLICATE_WINDOW_NS = 120 * 10**9
+LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
+# The configuration fields that follow the channel's limits when a stream exists already.
+_LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard", "allow_atomic")
+
+
+def stream_config(
+    cluster_id: str, channel: str, limits: Limits, *, replicas: int, first_seq: int = 1
+) -> dict[str, Any]:
+    """The JSON configuration of a channel's stream (JetStream: -1 = unlimited, ns)."""
+    window = DUPLICATE_WINDOW_NS
+    if limits.max_age > 0:
+        window = min(window, limits.max_age)  # JetStream refuses a window past max_age
+    config: dict[str, Any] = {
+        "name": stream_name(cluster_id, channel),
+        "description": f"STAN channel {channel} of cluster {cluster_id}",
+        "subjects": [stream_subject(cluster_id, channel)],
+        "retention": "limits",
+        "storage": "file",
+        "discard": "old",
+        "max_msgs": _unlimited(limits.max_msgs),
+        "max_bytes": _unlimited(limits.max_bytes),
+        "max_age": max(limits.max_age, 0),
+        "max_msgs_per_subject": -1,
+        "num_replicas": replicas,
+        "duplicate_window": window,
+        "allow_direct": True,
+        # A flush's messages as one atomic batch: one answer instead of one per message,
+        # and all or nothing (servers before 2.12 drop the field: see StreamState.atomic).
+        "allow_atomic": True,
+    }
+    if first_seq > 1:
+        config["first_seq"] = first_seq
+    return config
+
+
+def _unlimited(value: int) -> int:
+    return value if value > 0 else -1
+
+
+async def purge_stream_to(conn: NatsConnection, stream: str, first_seq: int) -> None:
+    """Remove every message below ``first_seq``; an empty stream then starts at it."""
+    answer = await js_api(conn, f"STREAM.PURGE.{stream}", {"seq": first_seq})
+    if "error" in answer:
+        raise api_failure(f"purge stream {stream} up to {first_seq}", answer)
+
+
+async def ensure_stream(
+    conn: NatsConnection, config: dict[str, Any], *, leader_timeout: float = API_TIMEOUT
+) -> StreamState:
+    """Create the stream, or bring an existing one's limits to ``config``; its state.
+
+    After a serving node's death the stream's leader, JetStream's metadata leader, or both
+    may be electing for 4-9 s. A create and a read are sent at once, again every
+    LEADER_PROBE_EVERY seconds for ``leader_timeout`` (a server just elected answers only
+    what comes after its election), and the first answer that settles it is taken: for a
+    stream that exists, only its leader's (see :func:`_create_or_read`)."""
+    name = config["name"]
+    try:
+        kind, answer = await first_answer(
+            lambda: _create_or_read(conn, config),
+            timeout=leader_timeout,
+            every=LEADER_PROBE_EVERY,
+        )
+    except TimeoutError:
+        raise StoreError(f"JetStream did not answer for stream {name} (create or info)") from None
+    if kind == "created":
+        return state_of(answer)
+    if kind == "refused":
+        raise api_failure(f"create stream {name}", answer)
+    if kind == "unreadable":
+        raise api_failure(f"read stream {name}", answer)
+    current = dict(answer["config"])  # it exists: its limits brought to config's
+    wanted = current | {field: config[field] for field in _LIMIT_FIELDS if field in config}
+    if wanted == current:
+        return state_of(answer)
+    answer = await js_api(conn, f"STREAM.UPDATE.{name}", wanted)
+    if "error" in answer:
+        raise api_failure(f"update stream {name}", answer)
+    return state_of(answer)
+
+
+async def _create_or_read(
+    conn: NatsConnection, config: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The first answer that settles whether and how the stream exists: ("created",
+    answer) when the create made the stream, ("refused", answer) when it failed for another
+    reason than an existing stream, ("exists", info) when the stream's leader answered its
+    info, ("unreadable", info) when the info failed for another reason than a missing
+    stream. StoreError when neither settles it (no answer, or an info that says "not
+    found" and a create that says "exists with another configuration" or does not answer).
+
+    A create of a stream that exists with this configuration is answered, also while the
+    stream elects a leader after a node's death, from one replica's local state; that
+    replica may not have applied the last writes yet (its leader died before telling it
+    they were committed), so the answer can show an empty stream that holds messages.
+    Only the stream leader's info is taken for an existing stream; the create settles
+    only when it made the stream (``did_create``, or, from a server that does not say,
+    when the info found no stream)."""
+    name = config["name"]
+    create = asyncio.ensure_future(js_api(conn, f"STREAM.CREATE.{name}", config))
+    info = asyncio.ensure_future(js_api(conn, f"STREAM.INFO.{name}", None))
+    created: dict[str, Any] | None = None  # a create answered without did_create
+    missing = False  # the info said there is no such stream
+    try:
+        pending: set[asyncio.Future[dict[str, Any]]] = {create, info}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if info in done and info.exception() is None:
+                answer = info.result()
+                error = answer.get("error")
+                if not error:
+                    return "exists", answer
+                if error.get("err_code") != STREAM_NOT_FOUND:
+                    return "unreadable", answer
+                missing = True
+            if create in done and create.exception() is None:
+                answer = create.result()
+                error = answer.get("error")
+                if error and error.get("err_code") != STREAM_NAME_IN_USE:
+                    return "refused", answer
+                if not error:
+                    if answer.get("did_create"):
+                        return "created", answer
+                    created = answer
+            if missing and created is not None:
+                return "created", created
+        raise StoreError(f"JetStream did not settle whether stream {name} exists")
+    finally:
+        create.cancel()
+        info.cancel()
+
+
+async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
+    """The JetStream servers (names) holding a replica of the stream, leader first."""
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise api_failure(f"read stream {stream}", answer)
+    cluster = answer.get("cluster", {})
+    names = [cluster["leader"]] if cluster.get("leader") else []
+    return names + [str(peer.get("name", "")) for peer in cluster.get("replicas", ())]
+
+
+async def lead_stream_from(
+    conn: NatsConnection, stream: str, server: str, *, ask: bool = True
+) -> str:
+    """Ask the stream's leader to hand its leadership to JetStream server ``server`` when
+    another server leads it and ``server``'s replica is current: "asked"; "here" when
+    ``server`` leads it, "not now" when it has no leader or no current replica there (or
+    when ``ask`` is false: a move asked before may be under way)."""
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise api_failure(f"read stream {stream}", answer)
+    cluster = answer.get("cluster", {})
+    leader = cluster.get("leader")
+    if leader == server:
+        return "here"
+    replicas = cluster.get("replicas", ())
+    if not leader or not any(p.get("name") == server and p.get("current") for p in replicas):
+        return "not now"  # electing, no replica here, or one still catching up
+    if not ask:
+        return "not now"
+    request = {"placement": {"preferred": server}}
+    answer = await js_api(conn, f"STREAM.LEADER.STEPDOWN.{stream}", request)
+    if "error" in answer:
+        raise api_failure(f"move the leadership of {stream} to {server}", answer)
+    return "asked"
+
+
+async def remove_stream_peer(conn: NatsConnection, stream: str, server: str) -> None:
+    """Move the stream's replica off JetStream server ``server`` (to a server that has
+    none; StoreError when there is no such server)."""
+    request = {"peer": server}
+    answer = await js_api(conn, f"STREAM.PEER.REMOVE.{stream}", request)
+    if "error" in answer:
+        raise api_failure(f"move the replica of {stream} off {server}", answer)
+
+
+async def delete_stream(conn: NatsConnection, name: str) -> None:
+    """Delete the stream; one that does not exist is no error."""
+    answer = await js_api(conn, f"STREAM.DELETE.{name}", None)
+    error = answer.get("error")
+    if error and error.get("err_code") != STREAM_NOT_FOUND:
+        raise api_failure(f"delete stream {name}", answer)

@@ -1,0 +1,204 @@
+"""Reading channels' streams (and KV buckets' streams) through our own NATS client: the
+messages by batched direct gets (:func:`read_range`), the streams' state by
+``STREAM.INFO`` (:func:`stream_state`), and the JetStream API request both use.
+
+The JetStream API is plain JSON request/reply, so it goes through the same
+``NatsConnection`` as the writes: the channel path needs no second client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
+
+from stanpkg.stores.base import StoreError
+from stanpkg.transport.connection import NatsConnection, decode_headers
+from stanpkg.transport.errors import NatsError
+
+__all__ = [
+    "API_TIMEOUT",
+    "STREAM_NOT_FOUND",
+    "ReplicaBehind",
+    "StreamState",
+    "api_failure",
+    "find_stream_state",
+    "js_api",
+    "read_range",
+    "state_of",
+    "stream_state",
+]
+
+STREAM_NOT_FOUND = 10059
+API_TIMEOUT = 5.0
+LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
+DIRECT_GET_ASK_AGAIN = 0.5  # a direct get not answered at all by then is sent again
+
+
+class ReplicaBehind(StoreError):
+    """The replica read has not yet applied everything its leader has: reading again
+    shortly succeeds."""
+
+
+class StreamState(NamedTuple):
+    first_seq: int
+    last_seq: int
+    msgs: int
+    bytes: int
+    atomic: bool = False  # the stream takes atomic batches (nats-server 2.12 and later)
+
+
+async def read_range(
+    conn: NatsConnection,
+    stream: str,
+    first: int,
+    last: int,
+    *,
+    batch: int = 256,
+    timeout: float = API_TIMEOUT,
+) -> AsyncIterator[tuple[int, bytes, bytes]]:
+    """(sequence, headers, data) of the messages first..last still in the stream, by
+    batched direct gets (deleted and expired sequences are skipped by JetStream).
+
+    Any replica answers a direct get, and one may not have the newest messages yet: when
+    the answers end before ``last``, the stream's leader says whether that is the end."""
+    reader = _BatchReader(conn, stream)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        sequence = max(first, 1)
+        while sequence <= last:
+            got = await reader.get(sequence, min(batch, last - sequence + 1), timeout)
+            if not got:
+                if (await stream_state(conn, stream)).last_seq < sequence:
+                    return
+                if loop.time() > deadline:
+                    raise ReplicaBehind(
+                        f"the replicas of stream {stream} do not have sequence {sequence} "
+                        f"after {timeout:g} s"
+                    )
+                await asyncio.sleep(LAGGING_REPLICA_RETRY)
+                continue
+            deadline = loop.time() + timeout
+            for message in got:
+                if message[0] > last:
+                    return
+                yield message
+            sequence = got[-1][0] + 1
+    finally:
+        reader.close()
+
+
+class _BatchReader:
+    """One reply subscription for the direct gets of one read.
+
+    A direct get goes to one replica of the stream; one sent while that replica's server
+    dies (just killed, its routes not yet closed) is never answered. So a get that nothing
+    answered for DIRECT_GET_ASK_AGAIN seconds is sent again, each time with its own reply
+    subject; the first of them whose answer begins is read to its end, the others ignored.
+    """
+
+    def __init__(self, conn: NatsConnection, stream: str) -> None:
+        self._conn = conn
+        self._subject = f"$JS.API.DIRECT.GET.{stream}"
+        self._inbox = conn.new_inbox()
+        self._sid = conn.subscribe(f"{self._inbox}.*", self._on_message, with_headers=True)
+        self._replies = itertools.count(1)
+        self._asked: set[str] = set()  # reply subjects of the current get's requests
+        self._answering = ""  # the one whose answer is being read
+        self._got: list[tuple[int, bytes, bytes]] = []
+        self._end: asyncio.Future[int] | None = None
+
+    async def get(
+        self, sequence: int, count: int, timeout: float
+    ) -> list[tuple[int, bytes, bytes]]:
+        """The next ``count`` messages from ``sequence`` on; empty past the stream's end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self._got, self._asked, self._answering = [], set(), ""
+        self._end = end = loop.create_future()
+        request = json.dumps({"seq": sequence, "batch": count}).encode()
+        try:
+            while not end.done():
+                if not self._answering:
+                    reply = f"{self._inbox}.{next(self._replies)}"
+                    self._asked.add(reply)
+                    self._conn.publish(self._subject, request, reply=reply)
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise StoreError(f"no answer from {self._subject} within {timeout:g} s")
+                wait = left if self._answering else min(DIRECT_GET_ASK_AGAIN, left)
+                await asyncio.wait([end], timeout=wait)
+        except NatsError as exc:
+            raise StoreError(f"unable to read {self._subject}: {exc}") from exc
+        finally:
+            self._end = None
+        status = end.result()
+        if status == 503:
+            raise StoreError(f"no stream answers {self._subject} (missing, or no direct get)")
+        if status not in (204, 404):
+            raise StoreError(f"{self._subject} answered with status {status}")
+        return self._got
+
+    def _on_message(self, subject: str, reply: str, headers: bytes, payload: bytes) -> None:
+        end = self._end
+        if end is None or end.done() or subject not in self._asked:
+            return  # late: an earlier get's, or the answer to a request sent again
+        if not self._answering:
+            self._answering = subject
+        elif subject != self._answering:
+            return
+        status, fields = decode_headers(headers)
+        if status:  # 204 end of batch, 404 nothing at or after, 503 no stream...
+            end.set_result(status)
+            return
+        self._got.append((int(fields.get("Nats-Sequence", 0)), headers, payload))
+
+    def close(self) -> None:
+        self._conn.unsubscribe(self._sid)
+
+
+async def js_api(conn: NatsConnection, subject: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    payload = json.dumps(body).encode() if body is not None else b""
+    try:
+        answer = await conn.request(f"$JS.API.{subject}", payload, API_TIMEOUT)
+    except NatsError as exc:
+        raise StoreError(f"JetStream did not answer $JS.API.{subject}: {exc}") from exc
+    result: dict[str, Any] = json.loads(answer)
+    return result
+
+
+def api_failure(action: str, answer: dict[str, Any]) -> StoreError:
+    error = answer["error"]
+    return StoreError(f"unable to {action}: {error.get('description')} ({error.get('err_code')})")
+
+
+def state_of(answer: dict[str, Any]) -> StreamState:
+    state = answer.get("state", {})
+    return StreamState(
+        int(state.get("first_seq", 0)),
+        int(state.get("last_seq", 0)),
+        int(state.get("messages", 0)),
+        int(state.get("bytes", 0)),
+        bool(answer.get("config", {}).get("allow_atomic")),
+    )
+
+
+async def stream_state(conn: NatsConnection, stream: str) -> StreamState:
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise api_failure(f"read the state of stream {stream}", answer)
+    return state_of(answer)
+
+
+async def find_stream_state(conn: NatsConnection, stream: str) -> StreamState | None:
+    """The stream's state; None when there is no such stream."""
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None)
+    error = answer.get("error")
+    if error and error.get("err_code") == STREAM_NOT_FOUND:
+        return None
+    if error:
+        raise api_failure(f"read the state of stream {stream}", answer)
+    return state_of(answer)
