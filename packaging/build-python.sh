@@ -32,7 +32,8 @@ pure="$DIST/stanpkg-$VERSION-py3-none-any.whl"
 LINUX_PYTHONS="3.11 3.12 3.13"
 
 # find_python 3.X: a CPython 3.X of this machine with its headers (for the compiled wheel):
-# STANPKG_PYTHON_3_X, Debian's, one on PATH, or one of pyenv's. Prints nothing if none.
+# STANPKG_PYTHON_3_X, Debian's, one on PATH, or one of pyenv's. Prints nothing if none;
+# 3.13 is then built in a Debian 13 chroot (build-in-debian.sh).
 find_python() {
     local v=$1 var candidate
     var="STANPKG_PYTHON_${v/./_}"
@@ -58,6 +59,12 @@ compiled_for=""
 for v in $LINUX_PYTHONS; do
     python=$(find_python "$v")
     if [ -z "$python" ]; then
+        # Debian 13's CPython 3.13 can be had in a chroot of it (as root); 3.12 cannot.
+        if [ "$v" = 3.13 ] && [ "$(id -u)" -eq 0 ] && command -v debootstrap >/dev/null; then
+            run bash "$ROOT/packaging/build-in-debian.sh" trixie "$sdist" "$compiled/raw"
+            compiled_for="$compiled_for $v"
+            continue
+        fi
         echo "no CPython $v with its headers here: the packages install the pure wheel for it" >&2
         continue
     fi

@@ -21,6 +21,7 @@ from tests.packaging.fixtures import (
     clean_build,
     clean_env,
     dist_dir,
+    need_tools,
     pip_install_in_a_new_venv,
 )
 
@@ -75,6 +76,33 @@ def test_pip_install_of_the_source_compiles_by_default(tmp_path: Path) -> None:
         [str(venv / "bin" / "stanpkg"), "--version"], capture_output=True, text=True, env=env
     )
     assert version.stdout.splitlines()[-1] == "hot path: compiled (mypyc)", version.stdout
+
+
+def test_without_a_local_cpython_313_its_wheel_is_built_in_a_debian_13_chroot(
+    tmp_path: Path,
+) -> None:
+    """What build-python.sh does on a build machine with no CPython 3.13 (a bare Debian 12):
+    the compiled cp313 wheel comes from a trixie chroot's python3 instead."""
+    if os.geteuid() != 0:
+        pytest.skip("the chroot needs root")
+    need_tools("debootstrap", "chroot")
+    sdist = dist_dir() / f"stanpkg-{VERSION}.tar.gz"
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["bash", "packaging/build-in-debian.sh", "trixie", str(sdist), str(out)],
+        cwd=clean_build(),
+        env=clean_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name == f"stanpkg-{VERSION}-cp313-cp313-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+    for module in MODULES:
+        assert f"{module.replace('.', '/')}.cpython-313-x86_64-linux-gnu.so" in names
 
 
 def _build_wheel(tmp_path: Path, **env: str) -> tuple[list[str], str]:

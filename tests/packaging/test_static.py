@@ -19,6 +19,7 @@ SHELL_SCRIPTS = [
     ROOT / "packaging" / "rpm" / "build.sh",
     ROOT / "packaging" / "oci" / "build.sh",
     ROOT / "packaging" / "debian-mirror.sh",
+    ROOT / "packaging" / "build-in-debian.sh",
 ]
 # POSIX sh, installed by the deb and rpm (/usr/lib/stanpkg): make-venv runs in postinst.
 INSTALLED_SCRIPTS = [
