@@ -7,8 +7,9 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from stanpkg.plan.compile import Compilation, compile_args
+from stanpkg.plan.compile import Compilation, compile_args, compile_each
 from stanpkg.plan.diagnostics import Diagnostic, Severity, warning
 from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.flags import UsageError, parse_flags
@@ -16,8 +17,16 @@ from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
 from stanpkg.plan.nats_errors import nats_problem
 from stanpkg.plan.options import BY_PATH
+from stanpkg.plan.redact import redact_urls
 from stanpkg.plan.usage import usage_text
+from stanpkg.review.diff import diff_plans
+from stanpkg.review.diff_output import diff_json, diff_text, exit_status
+from stanpkg.review.findings import findings, strict_view
+from stanpkg.review.formats import REVIEW_FORMATS, render
 from stanpkg.server.identity import version_text
+
+if TYPE_CHECKING:
+    from stanpkg.review.against import AgainstResult
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C program killed by the signal reports
@@ -27,10 +36,12 @@ Usage: stanpkg COMMAND [options]
 
 Commands:
     run [server flags]             Run the streaming server (same flags as nats-streaming-server)
-    validate [flags] [FILE]        Check a configuration; FILE is shorthand for -sc FILE
+    validate [flags] [FILE...]     Check configurations; each FILE is shorthand for -sc FILE
              --strict              Treat warnings as errors
-             --format text|json    Output format (default: text)
+             --format FORMAT       text, json, sarif, github or gitlab (default: text)
              --explain             Also print every configured value and where it was set
+             --against URL         Also check what FILE would remove from a running server
+    diff [flags] OLD NEW           Compare two configurations' resolved plans
     plan [flags] [FILE]            Print the resolved plan as JSON (secrets redacted)
     limits [flags] [FILE]          Print the store limits block the server would print
     bench [bench flags]            Load generator (like stan-bench)
@@ -42,16 +53,40 @@ Commands:
 Run 'stanpkg run --help' for the server flags, 'stanpkg COMMAND --help' for a command.
 """
 
+_VALIDATE_OPTIONS = (
+    "    --strict              Treat warnings as errors\n"
+    "    --format FORMAT       text (default), json, sarif (SARIF 2.1.0), github (GitHub\n"
+    "                          Actions annotations) or gitlab (GitLab Code Quality report)\n"
+    "    --explain             Also print every configured value and where it was set\n"
+    "    --against URL         Read a running server's monitoring endpoints (URL: its\n"
+    "                          monitoring base, http://host:8222) and warn, per channel,\n"
+    "                          what FILE would remove at its next start\n"
+    "    --against-ca FILE     CA certificates for an https URL (default: --tlscacert,\n"
+    "                          else the system's)\n"
+    "    --against-nats URL    Where the server's clients connect, to count messages\n"
+    "                          older than max_age (default: FILE's nats_server_url, else\n"
+    "                          the embedded NATS server's port from /varz)\n"
+)
+
 _COMPILE_HELP = {
     "validate": (
-        "[--strict] [--format text|json] [--explain] [server flags] [FILE]",
+        "[--strict] [--format FORMAT] [--explain] [--against URL] [server flags] [FILE...]",
         "Check a configuration as 'stanpkg run' would compile it (same files, flags and\n"
-        "environment), without starting anything. FILE is shorthand for -sc FILE.\n"
-        "Exit status: 0 valid, 1 invalid, 2 usage error.\n\n"
+        "environment), without starting anything. FILE is shorthand for -sc FILE; several\n"
+        "FILEs are checked one by one with the same flags (a pre-commit hook's call).\n"
+        "Exit status: 0 valid, 1 invalid, 2 usage error or --against URL unreadable.\n\n"
+        "Options:\n" + _VALIDATE_OPTIONS,
+    ),
+    "diff": (
+        "[--strict] [--format text|json] [server flags] OLD NEW",
+        "Compare the resolved plans of two configurations (each compiled as 'stanpkg\n"
+        "validate' would, with the same flags): every option whose value changes, with\n"
+        "where the new value is set, and every channel whose effective limits change.\n"
+        "Exit status: 0 equal, 1 different, 3 different and a change can drop stored data\n"
+        "or subscriptions (each says why), 2 invalid configuration or usage error.\n\n"
         "Options:\n"
-        "    --strict              Treat warnings as errors\n"
-        "    --format text|json    Output format (default: text)\n"
-        "    --explain             Also print every configured value and where it was set\n",
+        "    --strict              Treat warnings as errors (a warning makes a file invalid)\n"
+        "    --format text|json    Output format (default: text)\n",
     ),
     "plan": (
         "[server flags] [FILE]",
@@ -104,9 +139,7 @@ def _take_option(argv: list[str], name: str, takes_value: bool) -> tuple[str | N
 
 
 def _print_diagnostics(diags: Sequence[Diagnostic], strict: bool) -> None:
-    for diag in diags:
-        if strict and diag.severity is Severity.WARNING:
-            diag = Diagnostic(Severity.ERROR, diag.message, diag.pos, diag.where, diag.code)
+    for diag in strict_view(diags, strict):
         print(diag, file=sys.stderr)
 
 
@@ -150,55 +183,220 @@ def _usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
+_FORMATS = ("text", "json", *REVIEW_FORMATS)
+
+
+def _flag_on(value: str | None) -> bool:
+    return value not in (None, "false", "0")
+
+
+def _checked(result: Compilation) -> Compilation:
+    """A compilation with the NATS-server-only options checked by nats-server itself."""
+    if result.plan is None:
+        return result
+    extra = check_embedded_nats(result.plan)
+    if not extra:
+        return result
+    failed = any(d.severity is Severity.ERROR for d in extra)
+    diags = (*result.diagnostics, *extra)
+    return replace(result, diagnostics=diags, plan=None if failed else result.plan)
+
+
+def _is_valid(result: Compilation, strict: bool) -> bool:
+    warned = any(d.severity is Severity.WARNING for d in result.diagnostics)
+    return result.plan is not None and not (strict and warned)
+
+
+def _validate_json(result: Compilation, strict: bool) -> dict[str, object]:
+    doc: dict[str, object] = {
+        "valid": _is_valid(result, strict),
+        "diagnostics": [d.as_json() for d in result.diagnostics],
+    }
+    if result.plan is not None:
+        doc["summary"] = {
+            "store": result.plan.store_label,
+            "mode": result.plan.mode.value,
+            "channels": len(result.plan.store_limits.channels),
+        }
+        doc["limits"] = render_store_limits(result.plan.store_limits)
+    return doc
+
+
+def _validate_text(
+    file: str, result: Compilation, strict: bool, explained: bool, one: bool
+) -> None:
+    _print_diagnostics(result.diagnostics, strict)
+    if not _is_valid(result, strict):
+        count = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR or strict)
+        prefix = f"{file}: " if file and not one else ""
+        print(f"{prefix}invalid: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
+        return
+    assert result.plan is not None
+    if one:  # the limits block; with several files (a pre-commit hook's call), summaries only
+        for line in render_store_limits(result.plan.store_limits):
+            print(line)
+        if explained:
+            for line in explain(result.plan):
+                print(line)
+    warnings = sum(1 for d in result.diagnostics if d.severity is Severity.WARNING)
+    suffix = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
+    print(_summary(result.plan) + suffix)
+
+
+def _against(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    for name in ("against", "against-ca", "against-nats"):
+        value, argv = _take_option(argv, name, takes_value=True)
+        if value is not None:
+            options[name] = value
+    return options, argv
+
+
+def _check_live(result: Compilation, options: dict[str, str]) -> AgainstResult | str:
+    """``--against``: NEW's findings about the running server's data, or why it could not
+    be read."""
+    from stanpkg.review.against import check_against  # HTTP and STAN clients: only when asked
+    from stanpkg.review.live import LiveError, read_server
+
+    assert result.plan is not None
+    ca = options.get("against-ca") or result.plan.nats_server.tls_ca_cert
+    try:
+        live = read_server(options["against"], ca)
+    except LiveError as exc:
+        return str(exc)
+    return check_against(result.plan, live, options.get("against-nats", ""))
+
+
 def cmd_validate(argv: list[str]) -> int:
     fmt, argv = _take_option(argv, "format", takes_value=True)
     strict_flag, argv = _take_option(argv, "strict", takes_value=False)
-    strict = strict_flag not in (None, "false", "0")
+    strict = _flag_on(strict_flag)
     explain_flag, argv = _take_option(argv, "explain", takes_value=False)
-    if fmt not in (None, "text", "json"):
-        return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
+    live_options, argv = _against(argv)
+    fmt = fmt or "text"
+    if fmt not in _FORMATS:
+        return _usage_error(f'--format must be one of {", ".join(_FORMATS)}, got "{fmt}"')
     if _asks_for_help(argv):
         return _print_command_help("validate")
-    result = compile_args(argv, positional_config=True)
-    if result.plan is not None:
-        extra = check_embedded_nats(result.plan)
-        if extra:
-            diags = (*result.diagnostics, *extra)
-            failed = any(d.severity is Severity.ERROR for d in extra)
-            result = replace(result, diagnostics=diags, plan=None if failed else result.plan)
-    if result.usage_error:
+    compiled = compile_each(argv)
+    if not compiled.usage_error and "against" in live_options and len(compiled.files) != 1:
+        compiled = replace(compiled, usage_error="--against checks one configuration at a time")
+    if compiled.usage_error:
         if fmt == "json":
-            print(json.dumps({"valid": False, "usage_error": result.usage_error}))
-        return _usage_error(result.usage_error)
-    warnings = [d for d in result.diagnostics if d.severity is Severity.WARNING]
-    valid = result.plan is not None and not (strict and warnings)
+            print(json.dumps({"valid": False, "usage_error": compiled.usage_error}))
+        return _usage_error(compiled.usage_error)
+    files = compiled.files
+    results = [_checked(result) for result in compiled.results]
+    against: AgainstResult | None = None
+    if "against" in live_options and results[0].plan is not None:
+        checked = _check_live(results[0], live_options)
+        if isinstance(checked, str):
+            if fmt == "json":
+                doc = {"valid": _is_valid(results[0], strict), "against_error": checked}
+                print(json.dumps(doc))
+            return _usage_error(checked)
+        against = checked
+        results[0] = replace(
+            results[0], diagnostics=(*results[0].diagnostics, *against.diagnostics)
+        )
+    valid = all(_is_valid(result, strict) for result in results)
+    status = EXIT_OK if valid else EXIT_INVALID
+    if fmt in REVIEW_FORMATS:
+        found = [
+            finding
+            for file, result in zip(files, results, strict=True)
+            for finding in findings(
+                strict_view(result.diagnostics, strict), _shown_file(file, result)
+            )
+        ]
+        sys.stdout.write(render(fmt, found))
+        return status
     if fmt == "json":
-        doc: dict[str, object] = {
-            "valid": valid,
-            "diagnostics": [d.as_json() for d in result.diagnostics],
-        }
-        if result.plan is not None:
-            doc["summary"] = {
-                "store": result.plan.store_label,
-                "mode": result.plan.mode.value,
-                "channels": len(result.plan.store_limits.channels),
-            }
-            doc["limits"] = render_store_limits(result.plan.store_limits)
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
-        return EXIT_OK if valid else EXIT_INVALID
-    _print_diagnostics(result.diagnostics, strict)
-    if result.plan is None or not valid:
-        count = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR or strict)
-        print(f"invalid: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
-        return EXIT_INVALID
-    for line in render_store_limits(result.plan.store_limits):
-        print(line)
-    if explain_flag not in (None, "false", "0"):
-        for line in explain(result.plan):
-            print(line)
-    suffix = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
-    print(_summary(result.plan) + suffix)
-    return EXIT_OK
+        docs = [_validate_json(result, strict) for result in results]
+        if against is not None:
+            docs[0]["against"] = _against_json(against)
+        if len(docs) == 1:
+            print(json.dumps(docs[0], indent=2, ensure_ascii=False))
+        else:
+            files_doc = [{"file": file, **doc} for file, doc in zip(files, docs, strict=True)]
+            print(json.dumps({"valid": valid, "files": files_doc}, indent=2, ensure_ascii=False))
+        return status
+    for file, result in zip(files, results, strict=True):
+        _validate_text(file, result, strict, _flag_on(explain_flag), len(files) == 1)
+    if against is not None:
+        print(against.summary)
+        if not against.ages_counted:
+            print(f"message ages not counted: {against.age_problem}", file=sys.stderr)
+    return status
+
+
+def _shown_file(file: str, result: Compilation) -> str:
+    """The configuration file a diagnostic without a position is shown on."""
+    if result.plan is not None:
+        return result.plan.config_file or result.plan.nats_server.config_file
+    flags = result.flags
+    return file or (flags.stan_config or flags.config if flags is not None else "")
+
+
+def _against_json(result: AgainstResult) -> dict[str, object]:
+    live = result.live
+    doc: dict[str, object] = {
+        "url": redact_urls(live.url),
+        "cluster_id": live.cluster_id,
+        "store": live.store_type,
+        "channels": len(live.channels),
+        "messages": sum(c.msgs for c in live.channels),
+        "findings": len(result.diagnostics),
+        "ages_counted": result.ages_counted,
+    }
+    if result.age_problem:
+        doc["age_problem"] = result.age_problem
+    return doc
+
+
+def cmd_diff(argv: list[str]) -> int:
+    fmt, argv = _take_option(argv, "format", takes_value=True)
+    strict_flag, argv = _take_option(argv, "strict", takes_value=False)
+    strict = _flag_on(strict_flag)
+    fmt = fmt or "text"
+    if fmt not in ("text", "json"):
+        return _usage_error(f'--format must be "text" or "json", got "{fmt}"')
+    if _asks_for_help(argv):
+        return _print_command_help("diff")
+    compiled = compile_each(argv)
+    if not compiled.usage_error and (len(compiled.files) != 2 or "" in compiled.files):
+        compiled = replace(
+            compiled, usage_error="diff needs two configurations: stanpkg diff OLD NEW"
+        )
+    if compiled.usage_error:
+        return _usage_error(compiled.usage_error)
+    (old_file, new_file), results = compiled.files, [_checked(r) for r in compiled.results]
+    invalid = [
+        (file, result)
+        for file, result in zip(compiled.files, results, strict=True)
+        if not _is_valid(result, strict)
+    ]
+    for result in results:
+        _print_diagnostics(result.diagnostics, strict)
+    if invalid:
+        for file, result in invalid:
+            count = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR or strict)
+            print(f"{file}: invalid: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
+        if fmt == "json":
+            bad = [
+                {"file": file, "diagnostics": [d.as_json() for d in result.diagnostics]}
+                for file, result in invalid
+            ]
+            print(json.dumps({"valid": False, "invalid": bad}, indent=2, ensure_ascii=False))
+        return EXIT_USAGE
+    old_plan, new_plan = results[0].plan, results[1].plan
+    assert old_plan is not None and new_plan is not None
+    diff = diff_plans(old_plan, new_plan)
+    if fmt == "json":
+        print(json.dumps({"valid": True, **diff_json(diff)}, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(diff_text(diff, old_file, new_file)))
+    return exit_status(diff)
 
 
 def check_embedded_nats(plan: Plan) -> list[Diagnostic]:
@@ -328,6 +526,8 @@ def _dispatch(args: list[str]) -> int:
     match command:
         case "validate":
             return cmd_validate(rest)
+        case "diff":
+            return cmd_diff(rest)
         case "plan":
             return cmd_plan(rest)
         case "limits":

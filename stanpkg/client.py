@@ -251,13 +251,16 @@ class StanBenchClient:
         deliver_all: bool = False,
         start_position: pb.StartPosition | None = None,
         start_sequence: int = 0,
+        start_time_delta: int = 0,
         on_message: MessageCallback | None = None,
         last_wanted: int = 0,
         max_inflight: int = 1024,
         ack_wait: int = 30,
         timeout: float = 2.0,
     ) -> StanSubscription:
-        """Subscribe; ``start_position`` (a pb.StartPosition) overrides ``deliver_all``.
+        """Subscribe; ``start_position`` (a pb.StartPosition) overrides ``deliver_all``
+        (``start_sequence`` goes with ``pb.SequenceStart``, ``start_time_delta``, in
+        nanoseconds before now, with ``pb.TimeDeltaStart``).
         ``on_message``, when given, gets each decoded MsgProto instead of ``on_msg``.
 
         ``last_wanted`` (a sequence, the subscription is closed there): the messages after
@@ -285,6 +288,7 @@ class StanBenchClient:
                 else (pb.First if deliver_all else pb.NewOnly)
             ),
             startSequence=start_sequence,
+            startTimeDelta=start_time_delta,
         )
         try:
             raw = await self.nc.request(

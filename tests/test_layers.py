@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "node": 7,
     "control": 7,
     "cli": 7,
+    "review": 7,
     "pipeline": 7,
     "migrate": 7,
     "loadgen": 7,
@@ -40,6 +41,8 @@ SAME_LAYER: set[tuple[str, str]] = {
     ("cli", "pipeline"),
     ("cli", "loadgen"),
     ("cli", "migrate"),
+    ("cli", "review"),
+    ("review", "node"),  # --against's STAN client connects as the node would (nats_endpoint)
     ("migrate", "pipeline"),  # the channel selector of export
 }
 # The monitor reads the server only through its read-only view (plus the shared log and

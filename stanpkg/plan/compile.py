@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -29,7 +29,7 @@ from stanpkg.plan.collect import (
 from stanpkg.plan.context import Context, Path, dotted, option_for
 from stanpkg.plan.diagnostics import Diagnostic, error, has_errors
 from stanpkg.plan.encryption import resolve_cipher_name
-from stanpkg.plan.flags import ParsedFlags, UsageError, parse_flags
+from stanpkg.plan.flags import ParsedFlags, UsageError, parse_flags, parse_go_bool
 from stanpkg.plan.gotime import DurationError, parse_duration
 from stanpkg.plan.limits import Limits, PartialLimits, StoreLimits, resolve_store_limits
 from stanpkg.plan.model import (
@@ -78,6 +78,49 @@ def compile_args(
                 None, usage_error=f'unrecognized command: "{flags.positional[0]}"', flags=flags
             )
     return compile_flags(flags, os.environ if env is None else env)
+
+
+@dataclass(frozen=True)
+class FileCompilations:
+    """One compilation per configuration file named on a command line (``stanpkg
+    validate a.conf b.conf``, ``stanpkg diff OLD NEW``), all with the same flags."""
+
+    files: tuple[str, ...] = ()
+    results: tuple[Compilation, ...] = ()
+    usage_error: str = ""
+
+
+def compile_each(argv: Sequence[str], env: Mapping[str, str] | None = None) -> FileCompilations:
+    """Every bare word of ``argv`` is short for ``-sc`` that file, compiled on its own with
+    the other flags; with no bare word, the command line as it is. A bare word together
+    with ``-sc`` is a usage error, as for :func:`compile_args`."""
+    try:
+        flags = parse_flags(list(argv), interspersed=True)
+    except UsageError as exc:
+        return FileCompilations(usage_error=str(exc))
+    files = tuple(flags.positional)
+    # ``-SD true a.conf``: a Go bool flag takes no separate value; the word is the
+    # reference's "unrecognized command", not a file (and so is any word with -sc).
+    stray = [f for f in files if _is_go_bool(f)] if len(files) > 1 else []
+    if (flags.stan_config and files) or stray:
+        word = (stray or files)[0]
+        return FileCompilations(usage_error=f'unrecognized command: "{word}"')
+    environment = os.environ if env is None else env
+    if not files:
+        return FileCompilations(("",), (compile_flags(flags, environment),))
+    results = []
+    for file in files:
+        one = replace(flags, stan_config=file, positional=[], values=dict(flags.values))
+        results.append(compile_flags(one, environment))
+    return FileCompilations(files, tuple(results))
+
+
+def _is_go_bool(word: str) -> bool:
+    try:
+        parse_go_bool(word)
+    except ValueError:
+        return False
+    return True
 
 
 def compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:

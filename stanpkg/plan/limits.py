@@ -52,13 +52,15 @@ class ChannelLimits:
     """A per-channel entry after inheritance.
 
     ``level`` is the entry's index in its own match list, ``parent`` the limits of the
-    entry before it there (the global limits at level 0).
+    entry before it there (the global limits at level 0) and ``parent_name`` that entry's
+    name ("" for the global limits): the chain a value was inherited through.
     """
 
     name: str
     limits: Limits
     level: int
     parent: Limits
+    parent_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,18 +72,24 @@ class StoreLimits:
     channels: tuple[ChannelLimits, ...]  # in printout order
 
     @cached_property
-    def _tree(self) -> SubjectTree[Limits]:
+    def _tree(self) -> SubjectTree[ChannelLimits]:
         # Built on first use: validation only renders, the runtime only looks up.
-        tree: SubjectTree[Limits] = SubjectTree()
+        tree: SubjectTree[ChannelLimits] = SubjectTree()
         for channel in self.channels:
-            tree.insert(channel.name, channel.limits)
+            tree.insert(channel.name, channel)
         return tree
 
     def for_channel(self, channel: str) -> Limits:
         """Limits of a channel created at run time: the narrowest matching entry's, or
         the global limits when no entry matches."""
         found = self._tree.lookup_narrowest(channel)
-        return self.defaults if found is None else found
+        return self.defaults if found is None else found.limits
+
+    def entry_for(self, channel: str) -> ChannelLimits | None:
+        """The entry whose limits :meth:`for_channel` gives (None: the global limits).
+        ``*`` and ``>`` in ``channel`` are plain tokens, so for an entry's name absent
+        here this is the entry it would inherit from."""
+        return self._tree.lookup_narrowest(channel)
 
 
 # (field, printout label, value kind), in printout order.
@@ -119,7 +127,8 @@ def resolve_store_limits(
     possible for invalid names such as ``a.>.b``) is treated as level 0.
     """
     tree: SubjectTree[int] = SubjectTree()
-    for index, name in enumerate(per_channel):
+    names = list(per_channel)
+    for index, name in enumerate(names):
         tree.insert(name, index)
     resolved: dict[int, Limits] = {}
     channels: list[ChannelLimits] = []
@@ -128,8 +137,9 @@ def resolve_store_limits(
         level = _own_position(matches, index)
         # The parent is always resolved by now; .get() only keeps this total.
         parent = defaults if level == 0 else resolved.get(matches[level - 1], defaults)
+        parent_name = names[matches[level - 1]] if level else ""
         limits = resolved[index] = _inherit(per_channel[name], parent)
-        channels.append(ChannelLimits(name, limits, level, parent))
+        channels.append(ChannelLimits(name, limits, level, parent, parent_name))
     return StoreLimits(max_channels, defaults, tuple(channels))
 
 

@@ -9,7 +9,7 @@ import pytest
 from stanpkg.cli import main
 
 
-@pytest.mark.parametrize("command", ["validate", "plan", "limits"])
+@pytest.mark.parametrize("command", ["validate", "diff", "plan", "limits"])
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_compiling_commands_print_their_help(
     command: str, flag: str, capsys: pytest.CaptureFixture[str]
@@ -24,8 +24,24 @@ def test_compiling_commands_print_their_help(
 def test_validate_help_lists_its_own_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--strict", "--help", "missing.conf"]) == 0
     out = capsys.readouterr().out
-    for option in ("--strict", "--format text|json", "--explain"):
+    for option in (
+        "--strict",
+        "--format FORMAT",
+        "text (default), json, sarif",
+        "--explain",
+        "--against URL",
+        "--against-ca FILE",
+        "--against-nats URL",
+    ):
         assert option in out
+
+
+def test_the_command_list_names_diff_and_the_review_formats(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "diff [flags] OLD NEW" in out and "text, json, sarif, github or gitlab" in out
 
 
 def test_bench_help_says_usage_once(capsys: pytest.CaptureFixture[str]) -> None:

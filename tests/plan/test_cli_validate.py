@@ -51,7 +51,13 @@ def test_invalid_exit_1_with_all_errors(tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize(
     "args",
-    [["-x"], ["-mm", "abc"], ["-SD", "true", "f.conf"], ["--format", "yaml"], ["a.conf", "b.conf"]],
+    [
+        ["-x"],
+        ["-mm", "abc"],
+        ["-SD", "true", "f.conf"],
+        ["--format", "yaml"],
+        ["-sc", "a.conf", "b.conf"],
+    ],
 )
 def test_usage_errors_exit_2_on_one_line(
     args: list[str], capsys: pytest.CaptureFixture[str]

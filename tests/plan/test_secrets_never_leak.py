@@ -116,6 +116,9 @@ def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ["validate", "--explain"],
         ["validate", "--format", "json"],
         ["validate", "--strict", "--explain"],
+        ["validate", "--format", "sarif"],
+        ["validate", "--format", "github"],
+        ["validate", "--format", "gitlab"],
         ["plan"],
         ["limits"],
     ],
@@ -136,6 +139,23 @@ def test_offline_commands(
         assert plan["nats_server"]["cluster_listen"] == listen
         assert plan["nats_server"]["routes"] == ["nats://ru:<redacted>@127.0.0.1:1"]
         assert plan["encryption_key"] == plan["password"] == plan["token"] == "<redacted>"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_diff_compares_secrets_without_showing_them(
+    fmt: str, conf: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = conf.with_name("other.conf")
+    other.write_text(
+        STAN_CONF.replace("7f3a9c", "7f3a9cZ").replace("127.0.0.1:1", "127.0.0.1:2"),
+        encoding="utf-8",
+    )
+    argv = ["diff", "--format", fmt, str(conf), str(other), "-ns", f"nats://u:{URL_PASS}@h:4222"]
+    output = _run_cli(argv, capsys, monkeypatch)
+    # (the encryption key comes from the environment for both: no change there)
+    for changed in ("password", "token", "sql_options.source"):
+        assert f'"{changed}"' in output if fmt == "json" else f"{changed}: " in output
+    assert _leaks(output) == []
 
 
 def test_an_external_nats_url_with_credentials(
