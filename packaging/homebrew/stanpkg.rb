@@ -53,11 +53,6 @@ class Stanpkg < Formula
     sha256 "e8af3e6f1bdbc31fd762b094133b478b89988eaebc63cbe82b1d9e3bbd15cede"
   end
 
-  resource "nats-py" do
-    url "https://files.pythonhosted.org/packages/2c/c8/739b72c9201081e48000884d476231873ac82f7247c43b33823eaf3c0bfb/nats_py-2.16.0.tar.gz"
-    sha256 "1d137ed7afc9b59033b3199324c6237df2016a5091935871344a787eba6b72fc"
-  end
-
   resource "prometheus-client" do
     url "https://files.pythonhosted.org/packages/52/73/f1334c29c2af4cd9dba6c7817e61b611bd0215e2eb5565c6064a4de18802/prometheus_client-0.26.0.tar.gz"
     sha256 "04a91bcf94e2cf74a44a1a874d651a2e853ed354b6e822f3b7487751465d5c2b"

@@ -16,9 +16,9 @@ from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
+from stanpkg.stores.jetstream.jetstream_api import connect, js_api, wait_ready
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import kv_stream, records_bucket, stream_name
-from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.stores.jetstream.records import (
     channel_record,
     client_record,
@@ -37,7 +37,6 @@ from stanpkg.stores.jetstream.stream_reader import (
 )
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
-from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 
 __all__ = ["ChannelPlan", "Destination", "DestinationError", "Step", "migrated_id"]
@@ -83,12 +82,9 @@ class Message:
 
 
 class Destination:
-    """One migration's connections to the destination JetStream."""
+    """One migration's connection to the destination JetStream."""
 
-    def __init__(
-        self, link: JetStreamLink, conn: NatsConnection, cluster_id: str, replicas: int
-    ) -> None:
-        self._link = link
+    def __init__(self, conn: NatsConnection, cluster_id: str, replicas: int) -> None:
         self._conn = conn
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -101,16 +97,15 @@ class Destination:
         cls, endpoint: NatsEndpoint, cluster_id: str, replicas: int | None
     ) -> Destination:
         try:
-            link = await JetStreamLink.open(endpoint, name="stanpkg-migrate")
+            conn = await connect(endpoint, name="stanpkg-migrate")
         except StoreError as exc:
             raise DestinationError(str(exc)) from exc
         try:
-            await link.wait_ready(READY_TIMEOUT)
-            conn = await NatsConnection.open(endpoint, name="stanpkg-migrate-streams")
-        except (StoreError, NatsError, OSError) as exc:
-            await link.close()
+            await wait_ready(conn, READY_TIMEOUT)
+        except StoreError as exc:
+            await conn.close()
             raise DestinationError(f"unable to use JetStream at {endpoint.url}: {exc}") from exc
-        destination = cls(link, conn, cluster_id, replicas or 1)
+        destination = cls(conn, cluster_id, replicas or 1)
         if replicas is None:
             destination.replicas = await destination._default_replicas()
         return destination
@@ -119,14 +114,16 @@ class Destination:
         """The cluster's own choice when its state exists (its records bucket's replicas),
         else one per JetStream server the connection knows of, at most MAX_REPLICAS."""
         try:
-            info = await self._link.js.stream_info(kv_stream(self.bucket))
-            return int(info.config.num_replicas or 1)
-        except Exception:  # no bucket yet (or unreadable): count the servers
-            servers = {server.netloc for server in self._link.nc.servers}
-            return max(1, min(len(servers), MAX_REPLICAS))
+            answer = await js_api(self._conn, f"STREAM.INFO.{kv_stream(self.bucket)}", None)
+        except StoreError:
+            answer = {}
+        config = answer.get("config")
+        if "error" not in answer and isinstance(config, dict):
+            return int(config.get("num_replicas") or 1)
+        # No bucket yet (or unreadable): count the servers, configured and announced.
+        return max(1, min(len(set(self._conn.known_servers)), MAX_REPLICAS))
 
     async def close(self) -> None:
-        await self._link.close()
         await self._conn.close()
 
     # -- channels ------------------------------------------------------------------------
@@ -222,9 +219,7 @@ class Destination:
     async def open_state(self) -> dict[str, bytes]:
         """The cluster's records as they are (creating the bucket if missing)."""
         try:
-            self._state = await ReplicatedMap.open(
-                self._link, self.bucket, replicas=self.replicas, reader=self._conn
-            )
+            self._state = await ReplicatedMap.open(self._conn, self.bucket, replicas=self.replicas)
             return await self._load_state()
         except StoreError as exc:
             raise DestinationError(str(exc)) from exc

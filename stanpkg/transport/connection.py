@@ -687,6 +687,10 @@ class NatsConnection:
         return self._pool.current.url
 
     @property
+    def known_servers(self) -> list[str]:
+        return [server.url for server in self._pool.servers]
+
+    @property
     def in_msgs(self) -> int:
         return self._in_msgs_before + (self._proto.in_msgs if self._proto else 0)
 

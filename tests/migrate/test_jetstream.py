@@ -25,7 +25,7 @@ from stanpkg.migrate import destination as destination_module
 from stanpkg.migrate.destination import Destination, DestinationError
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.layout import kv_key, stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import kv_key, records_bucket, stream_name, stream_subject
 from stanpkg.stores.jetstream.stream_reader import ReplicaBehind
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import STANPKG
@@ -38,6 +38,8 @@ from tests.migrate.conftest import (
     run_migrate,
 )
 from tests.pipeline.helpers import BASE_TS, TS_STEP, message_payload, write_store
+from tests.server.conftest import new_cluster_id
+from tests.transport.conftest import free_port
 
 PROGRESS_JSON = ("--progress-every", "0.05", "--format", "json")
 
@@ -374,5 +376,30 @@ async def test_a_replica_catching_up_is_read_again_then_named(
     try:
         with pytest.raises(DestinationError, match="read here ends at 0"):
             await destination.open_state()
+    finally:
+        await destination.close()
+
+
+async def test_replicas_are_the_records_buckets_else_one_per_server_known(
+    jetstream_url: str,
+) -> None:
+    """Without the cluster's records, one replica per server the connection knows of (a
+    listed one that is down counts: it may come back); with them, their bucket's."""
+    cluster_id = new_cluster_id()
+    endpoint = NatsEndpoint(f"nats://127.0.0.1:{free_port()},{jetstream_url}")
+    destination = await Destination.open(endpoint, cluster_id, None)
+    try:
+        assert destination.replicas == 2
+    finally:
+        await destination.close()
+    nc = await nats.connect(jetstream_url)
+    try:
+        bucket = records_bucket(cluster_id)
+        await nc.jetstream().create_key_value(bucket=bucket, history=1, replicas=1, direct=True)
+    finally:
+        await nc.close()
+    destination = await Destination.open(endpoint, cluster_id, None)
+    try:
+        assert destination.replicas == 1
     finally:
         await destination.close()

@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT
 from stanpkg.stores.jetstream.layout import stream_name, stream_subject
 from stanpkg.stores.jetstream.records import Write, from_stream_message, message_guid
 from stanpkg.stores.jetstream.stream_management import delete_stream, ensure_stream, stream_config
-from stanpkg.stores.jetstream.stream_reader import API_TIMEOUT, read_range, stream_state
+from stanpkg.stores.jetstream.stream_reader import read_range, stream_state
 from stanpkg.stores.jetstream.stream_writer import (
     ATOMIC_BATCH_MAX,
     BATCH_DUPLICATE_ID,
@@ -38,7 +39,6 @@ __all__ = ["DUPLICATE_WINDOW", "ChannelStream", "Sent", "StreamFenced", "Writes"
 DUPLICATE_WINDOW = 120.0  # seconds: stream_config's, for the leader's own window
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
 RETRY_INTERVAL = 0.25
-ATTEMPT_TIMEOUT = 5.0  # for the answers of one round of writes
 
 # (sequence, publish ID, reply, timestamp, payload): StreamWriter.append's arguments
 Writes = Sequence[Write]
@@ -184,7 +184,7 @@ class ChannelStream:
             failure = ""
             for index, round_ in enumerate(rounds):
                 try:
-                    results += await writer.answers(round_, ATTEMPT_TIMEOUT)
+                    results += await writer.answers(round_, API_TIMEOUT)
                 except StoreError as exc:  # unknown: sent again, known by their IDs
                     failure = str(exc)
                     self.abandon(rounds[index + 1 :])

@@ -1,6 +1,7 @@
 """The cluster's records (server info, clients, subscriptions) in one replicated KV bucket,
 written in pipelined batches: every write of a batch in flight at once, one ack each; read
-whole by batched direct gets. Keys are made by :func:`layout.kv_key`.
+whole by batched direct gets. Both on the store's one connection (``jetstream_api``); the
+bucket is ``kv``'s, its keys are made by :func:`layout.kv_key`.
 """
 
 from __future__ import annotations
@@ -8,49 +9,49 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from nats.errors import ConnectionClosedError
-from nats.errors import Error as NatsPyError
-
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import (
+    API_TIMEOUT,
+    ConnectionClosed,
+    Outgoing,
+    Pipeline,
+    first_answer,
+)
+from stanpkg.stores.jetstream.kv import DELETE, KV_OPERATION, REMOVED, ensure_bucket
 from stanpkg.stores.jetstream.layout import checked_key, kv_stream, kv_subject
-from stanpkg.stores.jetstream.link import JetStreamLink, Write, first_answer
 from stanpkg.stores.jetstream.stream_reader import ReplicaBehind, read_range, stream_state
 from stanpkg.transport.connection import NatsConnection, decode_headers
 
 __all__ = ["ReplicatedMap"]
 
-WRITE_TIMEOUT = 5.0  # for the acks of one round of writes
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
 RETRY_INTERVAL = 0.25
 PROBE_EVERY = 0.25  # load(): the leader is asked again this often while it does not answer
-_DELETE_HEADERS = {"KV-Operation": "DEL"}
-_REMOVED = ("DEL", "PURGE")  # KV-Operation of a key's deletion marker
+_DELETE_HEADERS = {KV_OPERATION: DELETE}
 
 
 class ReplicatedMap:
     """A KV bucket read whole at start-up, then written through :meth:`put` /
     :meth:`delete` (queued; the last write of a key wins) and :meth:`flush`."""
 
-    def __init__(self, link: JetStreamLink, bucket: str, reader: NatsConnection) -> None:
-        self._link = link
-        self._reader = reader  # direct gets, on stanpkg's own NATS client
+    def __init__(self, conn: NatsConnection, bucket: str) -> None:
+        self._conn = conn
+        self._writes = Pipeline(conn)
         self.bucket = bucket
         self._queued: dict[str, bytes | None] = {}  # None: delete
         # Raises StoreError when this node may no longer write (checked before each round).
         self.fence: Callable[[], None] | None = None
 
     @classmethod
-    async def open(
-        cls, link: JetStreamLink, bucket: str, *, replicas: int, reader: NatsConnection
-    ) -> ReplicatedMap:
-        """The bucket, created (history 1) if missing; ``reader`` reads it."""
+    async def open(cls, conn: NatsConnection, bucket: str, *, replicas: int) -> ReplicatedMap:
+        """The bucket, created (history 1) if missing."""
         try:
-            await link.key_value(bucket, replicas=replicas)
-        except (NatsPyError, TimeoutError) as exc:
+            await ensure_bucket(conn, bucket, replicas=replicas)
+        except (StoreError, TimeoutError) as exc:
             raise StoreError(f"unable to open the cluster state {bucket!r}: {exc}") from exc
-        return cls(link, bucket, reader)
+        return cls(conn, bucket)
 
-    async def load(self, leader_timeout: float = 5.0) -> dict[str, bytes]:
+    async def load(self, leader_timeout: float = API_TIMEOUT) -> dict[str, bytes]:
         """Every live key and its value: the bucket's messages (history 1: the last of each
         key) by batched direct gets, which any replica answers. Not through a consumer:
         creating one needs JetStream's metadata leader, which is being elected for 4-9 s
@@ -64,15 +65,15 @@ class ReplicatedMap:
         newest = 0
         try:
             state = await first_answer(
-                lambda: stream_state(self._reader, name), timeout=leader_timeout, every=PROBE_EVERY
+                lambda: stream_state(self._conn, name), timeout=leader_timeout, every=PROBE_EVERY
             )
             async for sequence, headers, data in read_range(
-                self._reader, name, state.first_seq, state.last_seq
+                self._conn, name, state.first_seq, state.last_seq
             ):
                 newest = sequence
                 fields = decode_headers(headers)[1]
                 key = fields.get("Nats-Subject", "").removeprefix(prefix)
-                if fields.get("KV-Operation") in _REMOVED:
+                if fields.get(KV_OPERATION) in REMOVED:
                     found.pop(key, None)
                 else:
                     found[key] = data
@@ -115,8 +116,8 @@ class ReplicatedMap:
                         self._queued.setdefault(key, value)
                     raise
             items = list(batch.items())
-            results = await self._link.publish_all(
-                [self._write(key, value) for key, value in items], timeout=WRITE_TIMEOUT
+            results = await self._writes.publish_all(
+                [self._write(key, value) for key, value in items], timeout=API_TIMEOUT
             )
             failed = {
                 key: value
@@ -126,7 +127,7 @@ class ReplicatedMap:
             if not failed:
                 return
             first = next(r for r in results if isinstance(r, Exception))
-            closed = isinstance(first, ConnectionClosedError) or self._link.nc.is_closed
+            closed = isinstance(first, ConnectionClosed) or self._conn.is_closed
             if closed or loop.time() >= deadline:
                 for key, value in failed.items():  # a newer write of the key wins
                     self._queued.setdefault(key, value)
@@ -137,7 +138,7 @@ class ReplicatedMap:
             if not batch:
                 return
 
-    def _write(self, key: str, value: bytes | None) -> Write:
+    def _write(self, key: str, value: bytes | None) -> Outgoing:
         subject = kv_subject(self.bucket, key)
         return (subject, b"", _DELETE_HEADERS) if value is None else (subject, value, None)
 
@@ -145,6 +146,6 @@ class ReplicatedMap:
         if closed:
             return (
                 f"unable to replicate {count} record(s) to {self.bucket!r}: "
-                f"the connection to JetStream at {self._link.url} is closed"
+                f"the connection to JetStream at {self._conn.client_url} is closed"
             )
         return f"unable to replicate {count} record(s) to {self.bucket!r}: {first!r}"

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
-from stanpkg.stores.jetstream.link import first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.jetstream_api import first_answer, raise_if_cancelled
 from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.stream_management import lead_stream_from
 from stanpkg.transport.connection import NatsConnection

@@ -20,11 +20,10 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
-from nats.errors import Error as NatsPyError
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
-
-from stanpkg.stores.jetstream.link import JetStreamLink, first_answer, raise_if_cancelled
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.kv import KvBucket, WrongRevision
+from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Lease"]
 
@@ -53,7 +52,7 @@ class Lease:
 
     def __init__(
         self,
-        link: JetStreamLink,
+        conn: NatsConnection,
         *,
         bucket: str,
         key: str,
@@ -62,14 +61,14 @@ class Lease:
         replicas: int,
         on_lost: Callable[[str], None],
     ) -> None:
-        self._link = link
+        self._conn = conn
         self._bucket = bucket
         self._key = key
         self.me = holder
         self.ttl = ttl
         self._replicas = replicas
         self._on_lost = on_lost
-        self._kv: KeyValue | None = None
+        self._kv: KvBucket | None = None
         self._revision = 0  # of our last write, while held
         self._renewed_at = 0.0  # when the last successful write was sent (monotonic)
         self._seen_revision = -1  # while standing by: the key's revision, and since when
@@ -108,17 +107,19 @@ class Lease:
         while True:
             try:
                 if self._kv is None:
-                    self._kv = await self._link.key_value(self._bucket, replicas=self._replicas)
+                    self._kv = await KvBucket.ensure(
+                        self._conn, self._bucket, replicas=self._replicas
+                    )
                 if await self._contend(self._kv):
                     break
-            except (NatsPyError, TimeoutError):
+            except (StoreError, TimeoutError):
                 raise_if_cancelled()  # no quorum or reconnecting right now: keep trying
             await asyncio.sleep(RETRY_INTERVAL)
         self._held = True
         self._holder = self.me
         self._renewer = asyncio.get_running_loop().create_task(self._renew(self._kv))
 
-    async def _contend(self, kv: KeyValue) -> bool:
+    async def _contend(self, kv: KvBucket) -> bool:
         """Read the key now and then; take it when free or lapsed. False to start over.
 
         Reads, not a watch: a watch is a JetStream consumer, and creating one again after
@@ -132,7 +133,7 @@ class Lease:
             raise_if_cancelled()
             try:
                 self._observe(*await asyncio.wait_for(self._read(kv), self._attempt))
-            except (NatsPyError, TimeoutError):
+            except (StoreError, TimeoutError):
                 raise_if_cancelled()  # no answer now (an election): the lease time runs on
             lapsed = loop.time() - self._seen_since >= self.ttl
             # Absent or released (first come wins), ours from before a restart, or
@@ -146,7 +147,7 @@ class Lease:
                         timeout=self._attempt,
                         every=self._poll,
                     )
-                except (NatsPyError, TimeoutError):
+                except (StoreError, TimeoutError):
                     # No answer: read and try again. A take stored unanswered reads as
                     # ours, and is then taken again on its new revision.
                     raise_if_cancelled()
@@ -179,24 +180,24 @@ class Lease:
             self._seen_since = asyncio.get_running_loop().time()
         self._holder = holder
 
-    async def _read(self, kv: KeyValue) -> tuple[int, str]:
-        try:
-            entry = await kv.get(self._key)
-        except KeyNotFoundError:  # also a deleted key
+    async def _read(self, kv: KvBucket) -> tuple[int, str]:
+        entry = await kv.get(self._key)
+        if entry is None:  # also a deleted key
             return 0, ""
-        return entry.revision or 0, (entry.value or b"").decode(errors="replace")
+        revision, value = entry
+        return revision, value.decode(errors="replace")
 
-    async def _take(self, kv: KeyValue, revision: int) -> bool:
+    async def _take(self, kv: KvBucket, revision: int) -> bool:
         try:
             if revision and self._holder:
                 self._revision = await kv.update(self._key, self.me.encode(), last=revision)
             else:
                 self._revision = await kv.create(self._key, self.me.encode())
-        except KeyWrongLastSequenceError:
+        except WrongRevision:
             return False
         return True
 
-    async def _renew(self, kv: KeyValue) -> None:
+    async def _renew(self, kv: KvBucket) -> None:
         loop = asyncio.get_running_loop()
         period = self.ttl / RENEWALS_PER_TTL
         wait = period
@@ -222,19 +223,19 @@ class Lease:
                     timeout=min(self._attempt, fence_at - sent),
                     every=self._poll,
                 )
-            except KeyWrongLastSequenceError:
+            except WrongRevision:
                 if not await self._own_write_landed(kv):
                     self._lose(f"another node ({self._holder or 'none'}) took the lease over")
                     return
                 self._renewed_at = sent
-            except (NatsPyError, TimeoutError):
+            except (StoreError, TimeoutError):
                 raise_if_cancelled()
                 wait = RETRY_INTERVAL  # retried until the fence
 
-    async def _own_write_landed(self, kv: KeyValue) -> bool:
+    async def _own_write_landed(self, kv: KvBucket) -> bool:
         """After a CAS failure: was it our own earlier renewal that timed out on our side
         but was stored? Then the key still names us and we adopt its revision."""
-        with contextlib.suppress(NatsPyError, TimeoutError):
+        with contextlib.suppress(StoreError, TimeoutError):
             revision, self._holder = await asyncio.wait_for(self._read(kv), self.ttl / 4)
             if self._holder == self.me:
                 self._revision = revision
@@ -256,5 +257,5 @@ class Lease:
             self._renewer = None
         if self._held and self._kv is not None:
             self._held = False
-            with contextlib.suppress(NatsPyError, TimeoutError):
+            with contextlib.suppress(StoreError, TimeoutError):
                 await asyncio.wait_for(self._kv.delete(self._key, last=self._revision), self.ttl)

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import MessageStore, StoreError
+from stanpkg.proto.encoders import MsgEncoder
+from stanpkg.stores.base import MessageBatch, MessageStore, StoredRun, StoreError
 from stanpkg.stores.jetstream.channel_streams import (
     DUPLICATE_WINDOW,
     ChannelStream,
@@ -63,7 +64,7 @@ class ReplicatedMessages(MessageStore):
         self.stream.last_sequence = last
         self.cache.start_after(first - 1 if records else last)
         if records:
-            self.cache.store(records, stamps)
+            self.cache.append_records(records, stamps)
             self._recent.add_stamped(guids, stamps)
 
     def has_guid(self, guid: str) -> bool:
@@ -79,6 +80,7 @@ class ReplicatedMessages(MessageStore):
 
     @property
     def last_assigned_sequence(self) -> int:
+        """The newest sequence handed out by :meth:`store`, written or being written."""
         return self.cache.last_sequence + self._in_flight + len(self._records)
 
     @property
@@ -88,21 +90,20 @@ class ReplicatedMessages(MessageStore):
     def state(self) -> tuple[int, int]:
         return self.cache.state()
 
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        ids = guids or [""] * len(records)
-        if not fields:
-            decoded = [pb.MsgProto.FromString(record) for record in records]
-            fields = [(msg.reply, msg.data) for msg in decoded]
-        self.stream.append_run(self.last_assigned_sequence + 1, fields, timestamps, ids)
-        self._records.extend(records)
-        self._stamps.extend(timestamps)
+    def store(self, batch: MessageBatch) -> StoredRun:
+        first = self.last_assigned_sequence + 1
+        messages = batch.messages
+        count = len(messages)
+        if not count:
+            return StoredRun(first, first - 1)
+        stamp = batch.timestamp
+        stamps = [stamp] * count
+        ids = batch.guids or [""] * count
+        self.stream.append_run(first, messages, stamps, ids)
+        self._records.extend(MsgEncoder(self.cache.channel, stamp).encode_run(first, messages))
+        self._stamps.extend(stamps)
         self._guids.extend(ids)
+        return StoredRun(first, first + count - 1)
 
     def lookup(self, sequence: int) -> bytes | None:
         return self.cache.lookup(sequence)
@@ -192,7 +193,7 @@ class ReplicatedMessages(MessageStore):
             raise
         self._settled(batch)
         if batch.records:
-            self.cache.store(batch.records, batch.stamps)
+            self.cache.append_records(batch.records, batch.stamps)
             self._recent.add_stamped(batch.guids, batch.stamps)
 
     def _settled(self, batch: _Batch) -> None:
@@ -211,7 +212,7 @@ class ReplicatedMessages(MessageStore):
                 stamps.append(pb.MsgProto.FromString(record).timestamp)
                 guids.append(guid)
             if records:
-                self.cache.store(records, stamps)
+                self.cache.append_records(records, stamps)
                 self._recent.add_stamped(guids, stamps)
         self.stream.last_sequence = max(last, have)
         self._behind = False

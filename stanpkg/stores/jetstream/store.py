@@ -28,9 +28,12 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import (
     ChannelStore,
     ClientRecord,
+    LockableStore,
+    NatsBackedStore,
     RecoveredChannel,
     RecoveredState,
     RecoveredSubscription,
+    ReplicatedStore,
     ServerInfo,
     StandbyState,
     Store,
@@ -38,6 +41,12 @@ from stanpkg.stores.base import (
     StoreLog,
 )
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
+from stanpkg.stores.jetstream.jetstream_api import (
+    API_TIMEOUT,
+    connect,
+    raise_if_cancelled,
+    wait_ready,
+)
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
     LEASE_KEY,
@@ -50,7 +59,6 @@ from stanpkg.stores.jetstream.layout import (
 )
 from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.lease import Lease
-from stanpkg.stores.jetstream.link import REQUEST_TIMEOUT, JetStreamLink, raise_if_cancelled
 from stanpkg.stores.jetstream.records import (
     ClusterRecords,
     channel_record,
@@ -64,7 +72,6 @@ from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby
 from stanpkg.stores.jetstream.stream_management import remove_stream_peer, stream_replicas
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.transport.connection import NatsConnection
-from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
 
 if TYPE_CHECKING:
@@ -112,7 +119,7 @@ class ClusterSettings:
         return records_bucket(self.cluster_id)
 
 
-class ClusteredStore(Store):
+class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
     type_name = "RAFT"
     pipelines_writes = True
 
@@ -124,8 +131,8 @@ class ClusteredStore(Store):
         self._channels: dict[str, ChannelStore] = {}
         self._leading = False
         self._loaded: RecoveredState | None = None
-        self._link: JetStreamLink | None = None  # KV, the lease
-        self._conn: NatsConnection | None = None  # the channels' streams (the hot path)
+        # JetStream: the channels' streams (the hot path), the records, the lease.
+        self._conn: NatsConnection | None = None
         self._state: ReplicatedMap | None = None
         self._lease: Lease | None = None
         self._on_lost: Callable[[str], None] | None = None
@@ -142,17 +149,7 @@ class ClusteredStore(Store):
 
     async def connect(self, endpoint: NatsEndpoint) -> None:
         name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
-        self._link = await JetStreamLink.open(endpoint, name=name)
-        try:
-            self._conn = await NatsConnection.open(
-                endpoint,
-                name=f"{name}-streams",
-                max_reconnect=-1,  # a cluster restarting is no reason to give up
-                reconnect_wait=RETRY_INTERVAL,
-            )
-        except (NatsError, OSError) as exc:
-            await self._link.close()
-            raise StoreError(f"unable to connect to {endpoint.url}: {exc}") from exc
+        self._conn = await connect(endpoint, name=name)
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Returns once this node holds the cluster's lease and has loaded the state."""
@@ -161,7 +158,7 @@ class ClusteredStore(Store):
         self._state = await self._open_state()
         self._state.fence = self._check_lease
         self._lease = Lease(
-            self._require_link(),
+            self._require_conn(),
             bucket=lease_bucket(settings.cluster_id),
             key=LEASE_KEY,
             holder=settings.node_id,
@@ -210,15 +207,13 @@ class ClusteredStore(Store):
     async def _open_state(self) -> ReplicatedMap:
         """The cluster's records, once JetStream can keep them with every replica: that
         needs a quorum of the peers (and routes to them)."""
-        link, settings = self._require_link(), self.settings
+        conn, settings = self._require_conn(), self.settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PEERS_TIMEOUT
         while True:
             try:
-                await link.wait_ready(max(0.0, deadline - loop.time()))
-                return await ReplicatedMap.open(
-                    link, settings.bucket, replicas=settings.replicas, reader=self._require_conn()
-                )
+                await wait_ready(conn, max(0.0, deadline - loop.time()))
+                return await ReplicatedMap.open(conn, settings.bucket, replicas=settings.replicas)
             except StoreError as exc:
                 raise_if_cancelled()
                 if loop.time() >= deadline:
@@ -241,11 +236,6 @@ class ClusteredStore(Store):
         self._leading = False
         if self._on_lost is not None:
             self._on_lost(f"cluster lease lost: {reason}")
-
-    def _require_link(self) -> JetStreamLink:
-        if self._link is None:
-            raise StoreError("the clustered store is not connected")
-        return self._link
 
     def _require_conn(self) -> NatsConnection:
         if self._conn is None:
@@ -287,7 +277,7 @@ class ClusteredStore(Store):
             except StoreError as exc:
                 self._check_promotion(exc, deadline)
                 self.log.warn(f"Loading the cluster's state, retrying: {exc}")
-            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, REQUEST_TIMEOUT)
+            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
             await asyncio.sleep(LEADER_PROBE_RETRY)
         return await self._restore(records, deadline, leader_timeout)
 
@@ -351,7 +341,7 @@ class ClusteredStore(Store):
                 if not warned:  # once a channel: several may wait for their elections
                     self.log.warn(f"Loading the cluster's state, waiting: {exc}")
                     warned = True
-            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, REQUEST_TIMEOUT)
+            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
             await asyncio.sleep(LEADER_PROBE_RETRY)
         msgs.restore(first, last, records, stamps, guids)
         return leader_timeout
@@ -494,7 +484,7 @@ class ClusteredStore(Store):
         for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()
-        if self._lease is not None or self._link is not None or self._conn is not None:
+        if self._lease is not None or self._conn is not None:
             self._spawn(self._shutdown())
 
     async def _shutdown(self) -> None:
@@ -505,9 +495,6 @@ class ClusteredStore(Store):
         if self._lease is not None:
             with contextlib.suppress(Exception):
                 await self._lease.release()  # a standby takes over at once
-        if self._link is not None:
-            with contextlib.suppress(Exception):
-                await self._link.close()
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 await self._conn.close()

@@ -11,16 +11,16 @@ from typing import Any
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.layout import stream_name, stream_subject
-from stanpkg.stores.jetstream.link import first_answer
-from stanpkg.stores.jetstream.stream_reader import (
+from stanpkg.stores.jetstream.jetstream_api import (
     API_TIMEOUT,
+    STREAM_NAME_IN_USE,
     STREAM_NOT_FOUND,
-    StreamState,
     api_failure,
+    first_answer,
     js_api,
-    state_of,
 )
+from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.stream_reader import StreamState, state_of
 from stanpkg.transport.connection import NatsConnection
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "stream_replicas",
 ]
 
-STREAM_NAME_IN_USE = 10058  # create: the stream exists with another configuration
 DUPLICATE_WINDOW_NS = 120 * 10**9
 LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
 # The configuration fields that follow the channel's limits when a stream exists already.

@@ -1,9 +1,6 @@
-"""Reading channels' streams (and KV buckets' streams) through our own NATS client: the
+"""Reading channels' streams (and KV buckets' streams) on the store's one connection: the
 messages by batched direct gets (:func:`read_range`), the streams' state by
-``STREAM.INFO`` (:func:`stream_state`), and the JetStream API request both use.
-
-The JetStream API is plain JSON request/reply, so it goes through the same
-``NatsConnection`` as the writes: the channel path needs no second client.
+``STREAM.INFO`` (:func:`stream_state`, through ``jetstream_api``'s :func:`js_api`).
 """
 
 from __future__ import annotations
@@ -15,24 +12,24 @@ from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import (
+    API_TIMEOUT,
+    STREAM_NOT_FOUND,
+    api_failure,
+    js_api,
+)
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.errors import NatsError
 
 __all__ = [
-    "API_TIMEOUT",
-    "STREAM_NOT_FOUND",
     "ReplicaBehind",
     "StreamState",
-    "api_failure",
     "find_stream_state",
-    "js_api",
     "read_range",
     "state_of",
     "stream_state",
 ]
 
-STREAM_NOT_FOUND = 10059
-API_TIMEOUT = 5.0
 LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
 DIRECT_GET_ASK_AGAIN = 0.5  # a direct get not answered at all by then is sent again
 
@@ -158,21 +155,6 @@ class _BatchReader:
 
     def close(self) -> None:
         self._conn.unsubscribe(self._sid)
-
-
-async def js_api(conn: NatsConnection, subject: str, body: dict[str, Any] | None) -> dict[str, Any]:
-    payload = json.dumps(body).encode() if body is not None else b""
-    try:
-        answer = await conn.request(f"$JS.API.{subject}", payload, API_TIMEOUT)
-    except NatsError as exc:
-        raise StoreError(f"JetStream did not answer $JS.API.{subject}: {exc}") from exc
-    result: dict[str, Any] = json.loads(answer)
-    return result
-
-
-def api_failure(action: str, answer: dict[str, Any]) -> StoreError:
-    error = answer["error"]
-    return StoreError(f"unable to {action}: {error.get('description')} ({error.get('err_code')})")
 
 
 def state_of(answer: dict[str, Any]) -> StreamState:

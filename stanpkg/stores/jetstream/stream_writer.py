@@ -18,6 +18,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import (
+    API_TIMEOUT,
+    BATCH_WRONG_LAST_SEQUENCE,
+    WRONG_LAST_SEQUENCE,
+)
 from stanpkg.stores.jetstream.records import Write, atomic_batch_messages, to_stream_message
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.errors import NatsError
@@ -33,8 +38,6 @@ __all__ = [
     "WriteRound",
 ]
 
-WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a failed expected last sequence
-BATCH_WRONG_LAST_SEQUENCE = 10164  # the same for an atomic batch
 BATCH_DUPLICATE_ID = 10201  # an atomic batch holds a message ID the stream has
 ATOMIC_BATCH_MAX = 1000  # messages in one atomic batch (JetStream's limit)
 _ACK_SEQUENCE = re.compile(rb'"seq":\s*(\d+)')
@@ -101,7 +104,7 @@ class StreamWriter:
         writes, self._queued = self._queued, []
         return writes
 
-    async def flush(self, timeout: float = 5.0) -> list[WriteResult]:
+    async def flush(self, timeout: float = API_TIMEOUT) -> list[WriteResult]:
         """Publish every queued write at once and wait for each answer (StoreError when
         one does not come within ``timeout``); the results in the order of the appends.
 

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from stanpkg.stores.base import ServerInfo, StoreError
+from stanpkg.stores.base import MessageBatch, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
 from stanpkg.stores.jetstream.layout import kv_key
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
@@ -95,7 +95,7 @@ async def test_a_stream_that_could_not_be_deleted_is_deleted_by_the_next_creatio
         # Created again: its first write deletes the old stream once more, and fails
         # while that fails.
         msgs = node.create_channel("kept").msgs
-        msgs.store([b"\x10\x01"], [1])
+        msgs.store(MessageBatch(1, [("", b"")]))
         with pytest.raises(StoreError, match=r"STREAM\.DELETE"):
             await msgs.flush()
         failing[0] = False

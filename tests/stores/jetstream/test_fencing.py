@@ -17,7 +17,7 @@ from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.stream_reader import stream_state
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
-from tests.stores.jetstream.test_promotion import _record
+from tests.stores.jetstream.test_promotion import _batch
 from tests.stores.jetstream.test_standby_view import _leader, _publish, _store
 
 
@@ -35,7 +35,7 @@ async def test_a_node_stalled_past_its_lease_writes_no_records(jetstream_url: st
         time.sleep(lease.ttl)  # the whole process stalls for a lease time
         # Its first callbacks, before the renewer runs: a connect and a publish.
         node.add_client(ClientRecord("stalled", "_INBOX.stalled"))
-        msgs.store([_record("orders", 2)], [2])
+        msgs.store(_batch(2))
         write = msgs.begin_flush()
         with pytest.raises(StoreError):  # not current, or not leading once the renewer ran
             await node.records_durable()

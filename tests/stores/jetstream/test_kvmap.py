@@ -12,10 +12,9 @@ from contextlib import asynccontextmanager
 import pytest
 
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.jetstream_api import connect, js_api, wait_ready
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import kv_key, kv_key_parts
-from stanpkg.stores.jetstream.link import JetStreamLink
-from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import NatsProc, lead_elsewhere, metadata_leader
 
@@ -47,14 +46,12 @@ def new_bucket() -> str:
 
 @asynccontextmanager
 async def opened(url: str, bucket: str, replicas: int = 1) -> AsyncIterator[ReplicatedMap]:
-    link = await JetStreamLink.open(NatsEndpoint(url), name="kvmap-test")
-    reader = await NatsConnection.open(NatsEndpoint(url), name="kvmap-test-reader")
+    conn = await connect(NatsEndpoint(url), name="kvmap-test")
     try:
-        await link.wait_ready(20)
-        yield await ReplicatedMap.open(link, bucket, replicas=replicas, reader=reader)
+        await wait_ready(conn, 20)
+        yield await ReplicatedMap.open(conn, bucket, replicas=replicas)
     finally:
-        await reader.close()
-        await link.close()
+        await conn.close()
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -119,11 +116,13 @@ async def test_ten_thousand_records_pipelined(jetstream_url: str) -> None:
     print(f"\n10k puts flushed in {flushed:.2f} s, loaded in {load_time:.2f} s")
 
 
-async def test_closed_link_fails_the_flush_and_keeps_the_writes(jetstream_url: str) -> None:
+async def test_closed_connection_fails_the_flush_and_keeps_the_writes(
+    jetstream_url: str,
+) -> None:
     async with opened(jetstream_url, new_bucket()) as replicated:
         replicated.put("a", b"1")
         replicated.delete("b")
-        await replicated._link.close()
+        await replicated._conn.close()
         started = time.monotonic()
         with pytest.raises(StoreError) as caught:
             await replicated.flush()
@@ -131,18 +130,15 @@ async def test_closed_link_fails_the_flush_and_keeps_the_writes(jetstream_url: s
         assert "unable to replicate 2 record(s)" in str(caught.value)
         assert f"the connection to JetStream at {jetstream_url} is closed" in str(caught.value)
         assert replicated.queued == 2  # kept for a later flush
-        await replicated._reader.close()  # reads go by stanpkg's own client
         with pytest.raises(StoreError, match="unable to read the cluster state"):
             await replicated.load()
 
 
-async def test_open_on_a_closed_link_is_a_store_error(jetstream_url: str) -> None:
-    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="kvmap-test")
-    reader = await NatsConnection.open(NatsEndpoint(jetstream_url), name="kvmap-test-reader")
-    await link.close()
+async def test_open_on_a_closed_connection_is_a_store_error(jetstream_url: str) -> None:
+    conn = await connect(NatsEndpoint(jetstream_url), name="kvmap-test")
+    await conn.close()
     with pytest.raises(StoreError, match="unable to open the cluster state"):
-        await ReplicatedMap.open(link, new_bucket(), replicas=1, reader=reader)
-    await reader.close()
+        await ReplicatedMap.open(conn, new_bucket(), replicas=1)
 
 
 async def load_when_current(replicated: ReplicatedMap, timeout: float = 20) -> dict[str, bytes]:
@@ -170,8 +166,8 @@ async def test_r3_writes_seen_through_another_server(jetstream_cluster: list[Nat
         async with opened(second, bucket, replicas=3) as reader:
             loaded = await load_when_current(reader)
         assert len(loaded) == 99 and loaded[kv_key("client", "c99")] == b"99"
-        info = await writer._link.js.stream_info(f"KV_{bucket}")
-        assert info.config.num_replicas == 3
+        info = await js_api(writer._conn, f"STREAM.INFO.KV_{bucket}", None)
+        assert info["config"]["num_replicas"] == 3
     async with opened(third, bucket, replicas=3) as other:
         assert await load_when_current(other) == loaded
 

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import nats
 import pytest
 
+from stanpkg.stores.jetstream.jetstream_api import connect
 from stanpkg.stores.jetstream.lease import Lease
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import NatsProc
 
@@ -23,7 +25,7 @@ _buckets = itertools.count(1)
 
 @dataclass
 class Contender:
-    link: JetStreamLink
+    conn: NatsConnection
     lease: Lease
     lost: list[str] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
@@ -34,7 +36,7 @@ class Contender:
 
     async def die(self) -> None:
         """As a killed process: no release, the connection gone."""
-        await self.link.close()
+        await self.conn.close()
 
 
 class Race:
@@ -49,17 +51,17 @@ class Race:
         self.replicas = 1
 
     async def add(self, name: str, url: str = "") -> Contender:
-        link = await JetStreamLink.open(NatsEndpoint(url or self.url), name=name)
+        conn = await connect(NatsEndpoint(url or self.url), name=name)
         holder: Contender
 
         def on_lost(reason: str) -> None:
             holder.lost.append(reason)
 
         lease = Lease(
-            link, bucket=self.bucket, key="leader", holder=name, ttl=self.ttl,
+            conn, bucket=self.bucket, key="leader", holder=name, ttl=self.ttl,
             replicas=self.replicas, on_lost=on_lost,
         )  # fmt: skip
-        holder = Contender(link, lease)
+        holder = Contender(conn, lease)
         self.contenders.append(holder)
         return holder
 
@@ -91,7 +93,7 @@ class Race:
             if contender.task is not None:
                 contender.task.cancel()
             await contender.lease.release()
-            await contender.link.close()
+            await contender.conn.close()
 
 
 @asynccontextmanager
@@ -183,17 +185,23 @@ async def test_stale_holder_loses_on_its_next_renewal(jetstream_url: str) -> Non
         a = await r.add("a")
         a.start()
         await r.next_holder(within=2)
-        kv = await a.link.js.key_value(r.bucket)
-        await kv.put("leader", b"intruder")  # as a takeover seen from the old holder
-        deadline = time.monotonic() + TTL * 2
-        while not a.lost and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert a.lost == ["another node (intruder) took the lease over"]
-        assert not a.lease.held
-        await asyncio.sleep(TTL)
-        assert len(a.lost) == 1  # once
-        await a.lease.release()  # leaves the intruder's key alone
-        assert (await kv.get("leader")).value == b"intruder"
+        # The intruder writes with another client (nats-py): the lease's bucket is a KV
+        # bucket to any client.
+        nc = await nats.connect(r.url)
+        try:
+            kv = await nc.jetstream().key_value(r.bucket)
+            await kv.put("leader", b"intruder")  # as a takeover seen from the old holder
+            deadline = time.monotonic() + TTL * 2
+            while not a.lost and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert a.lost == ["another node (intruder) took the lease over"]
+            assert not a.lease.held
+            await asyncio.sleep(TTL)
+            assert len(a.lost) == 1  # once
+            await a.lease.release()  # leaves the intruder's key alone
+            assert (await kv.get("leader")).value == b"intruder"
+        finally:
+            await nc.close()
 
 
 @pytest.mark.slow

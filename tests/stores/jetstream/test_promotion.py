@@ -13,14 +13,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from nats.errors import ConnectionClosedError
 
-from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import MessageBatch, StoreError
 from stanpkg.stores.jetstream import channel_streams
 from stanpkg.stores.jetstream import store as store_module
 from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.link import JetStreamLink
+from stanpkg.stores.jetstream.jetstream_api import ConnectionClosed, Pipeline
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.store import ClusteredStore
 from stanpkg.stores.jetstream.stream_reader import StreamState, find_stream_state, stream_state
@@ -135,22 +133,22 @@ async def test_a_new_channels_first_write_waits_for_its_record(
     node = await _leader(jetstream_url, new_cluster_id())
     try:
         await asyncio.sleep(0.3)  # the server record is out
-        real = JetStreamLink.publish_all
+        real = Pipeline.publish_all
         release = asyncio.Event()
         broken = [False]
 
         async def held(
-            self: JetStreamLink, writes: Sequence[Any], *, timeout: float
-        ) -> list[int | Exception]:
+            self: Pipeline, writes: Sequence[Any], *, timeout: float
+        ) -> Sequence[int | Exception]:
             if broken[0]:
-                return [ConnectionClosedError() for _ in writes]
+                return [ConnectionClosed("closed") for _ in writes]
             await release.wait()
             return await real(self, writes, timeout=timeout)
 
-        monkeypatch.setattr(JetStreamLink, "publish_all", held)
+        monkeypatch.setattr(Pipeline, "publish_all", held)
         msgs = node.create_channel("new.one").msgs
         assert isinstance(msgs, ReplicatedMessages)
-        msgs.store([_record("new.one", 1)], [1])
+        msgs.store(_batch())
         write = msgs.begin_flush()
         await asyncio.sleep(0.5)
         assert not write.done()
@@ -163,7 +161,7 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         broken[0] = True
         other = node.create_channel("new.two").msgs
         assert isinstance(other, ReplicatedMessages)
-        other.store([_record("new.two", 1)], [1])
+        other.store(_batch())
         with pytest.raises(StoreError, match="unable to replicate"):
             await asyncio.wait_for(other.flush(), 10)
         assert await find_stream_state(other.stream._conn, other.stream.name) is None
@@ -172,5 +170,6 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         await asyncio.sleep(0.2)
 
 
-def _record(channel: str, sequence: int) -> bytes:
-    return pb.MsgProto(sequence=sequence, subject=channel, data=b"x").SerializeToString()
+def _batch(stamp: int = 1) -> MessageBatch:
+    """A publish batch of one message (data b"x") stamped ``stamp``."""
+    return MessageBatch(stamp, [("", b"x")])

@@ -12,15 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
-from stanpkg.stores.base import ClientRecord, ServerInfo, StandbyState, SubRecord
+from stanpkg.stores.base import (
+    ClientRecord,
+    MessageBatch,
+    ServerInfo,
+    StandbyState,
+    SubRecord,
+)
+from stanpkg.stores.jetstream.jetstream_api import connect
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.link import JetStreamLink
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
 from stanpkg.stores.jetstream.standby_view import REFRESH_INTERVAL, read_standby_state
 from stanpkg.stores.jetstream.store import ClusteredStore, ClusterSettings
-from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id
 from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
@@ -45,13 +49,7 @@ async def _leader(url: str, cluster_id: str) -> ClusteredStore:
 
 async def _publish(store: ClusteredStore, channel: str, count: int) -> None:
     msgs = store.create_channel(channel).msgs
-    first = msgs.last_assigned_sequence + 1
-    stamps = [time.time_ns()] * count
-    records = [
-        pb.MsgProto(sequence=first + i, subject=channel, data=b"x" * 10, timestamp=stamps[i])
-        for i in range(count)
-    ]
-    msgs.store([r.SerializeToString() for r in records], stamps)
+    msgs.store(MessageBatch(time.time_ns(), [("", b"x" * 10)] * count))
     await msgs.flush()
 
 
@@ -130,16 +128,12 @@ async def test_a_standby_reads_the_leaders_records_and_streams(jetstream_url: st
 
 
 async def test_no_state_before_the_leader_wrote_any(jetstream_url: str) -> None:
-    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="standby-test")
-    conn = await NatsConnection.open(NatsEndpoint(jetstream_url), name="standby-test-streams")
+    conn = await connect(NatsEndpoint(jetstream_url), name="standby-test")
     try:
-        records = await ReplicatedMap.open(
-            link, f"STAN_{new_cluster_id()}_x", replicas=1, reader=conn
-        )
+        records = await ReplicatedMap.open(conn, f"STAN_{new_cluster_id()}_x", replicas=1)
         assert await read_standby_state(records, conn, "nobody", 0.0) is None
     finally:
         await conn.close()
-        await link.close()
 
 
 @pytest.mark.slow

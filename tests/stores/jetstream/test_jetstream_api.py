@@ -1,5 +1,6 @@
-"""JetStreamLink against real nats-servers: with JetStream, without it, none at all, and
-a clustered JetStream that never elects its meta leader."""
+"""The clustered store's connection and JetStream API against real nats-servers: with
+JetStream, without it, none at all, and a clustered JetStream that never elects its meta
+leader; pipelined writes; first_answer."""
 
 from __future__ import annotations
 
@@ -9,29 +10,47 @@ import re
 from pathlib import Path
 
 import pytest
-from nats.errors import ConnectionClosedError
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.link import JetStreamLink, PublishFailed, Write, first_answer
+from stanpkg.stores.jetstream.jetstream_api import (
+    ConnectionClosed,
+    JetStreamError,
+    Outgoing,
+    Pipeline,
+    connect,
+    first_answer,
+    js_api,
+    wait_ready,
+)
+from stanpkg.stores.jetstream.kv import KvBucket
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
 from tests.transport.conftest import free_port
 
 
 async def test_open_and_wait_ready(jetstream_url: str) -> None:
-    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
+    conn = await connect(NatsEndpoint(jetstream_url), name="api-test")
     try:
-        await link.wait_ready(5)
-        assert link.nc.is_connected
-        assert (await link.js.account_info()) is not None
+        await wait_ready(conn, 5)
+        assert conn.is_connected
+        assert "error" not in await js_api(conn, "INFO", None)
     finally:
-        await link.close()
-    assert link.nc.is_closed
+        await conn.close()
+    assert conn.is_closed
+
+
+async def test_the_connection_reconnects_forever_with_short_waits(jetstream_url: str) -> None:
+    conn = await connect(NatsEndpoint(jetstream_url), name="api-test")
+    try:
+        policy = conn._policy
+        assert policy.max_reconnect < 0 and policy.reconnect_wait <= 0.5
+    finally:
+        await conn.close()
 
 
 async def test_server_without_jetstream_is_refused(nats_url: str) -> None:
     with pytest.raises(StoreError) as caught:
-        await JetStreamLink.open(NatsEndpoint(nats_url), name="link-test")
+        await connect(NatsEndpoint(nats_url), name="api-test")
     assert str(caught.value) == (
         f"the NATS server at {nats_url} does not have JetStream enabled (clustered mode needs it)"
     )
@@ -41,16 +60,16 @@ async def test_unreachable_server_names_the_url() -> None:
     url = f"nats://127.0.0.1:{free_port()}"
     expected = re.escape(f"unable to connect to the NATS server at {url}")
     with pytest.raises(StoreError, match=expected):
-        await JetStreamLink.open(NatsEndpoint(url), name="link-test", timeout=1.0)
+        await connect(NatsEndpoint(url), name="api-test", timeout=1.0)
 
 
 async def test_second_url_is_used_when_the_first_is_down(jetstream_url: str) -> None:
     dead = f"nats://127.0.0.1:{free_port()}"
-    link = await JetStreamLink.open(NatsEndpoint(f"{dead},{jetstream_url}"), name="link-test")
+    conn = await connect(NatsEndpoint(f"{dead},{jetstream_url}"), name="api-test")
     try:
-        await link.wait_ready(5)
+        await wait_ready(conn, 5)
     finally:
-        await link.close()
+        await conn.close()
 
 
 async def test_wait_ready_times_out_without_a_quorum(tmp_path: Path) -> None:
@@ -62,52 +81,76 @@ async def test_wait_ready_times_out_without_a_quorum(tmp_path: Path) -> None:
         f'cluster {{ name: "jstest", listen: "127.0.0.1:{free_port()}", routes: [{peers}] }}\n',
     )
     try:
-        link = await JetStreamLink.open(NatsEndpoint(alone[1]), name="link-test")
+        conn = await connect(NatsEndpoint(alone[1]), name="api-test")
         try:
             with pytest.raises(StoreError, match=re.escape("is not available after 1.5 s")):
-                await link.wait_ready(1.5)
+                await wait_ready(conn, 1.5)
         finally:
-            await link.close()
+            await conn.close()
     finally:
         stop_nats([alone])
 
 
-async def test_closed_link_is_reported(jetstream_url: str) -> None:
-    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
-    await link.close()
+async def test_closed_connection_is_reported(jetstream_url: str) -> None:
+    conn = await connect(NatsEndpoint(jetstream_url), name="api-test")
+    await conn.close()
     with pytest.raises(StoreError, match="is closed"):
-        await link.wait_ready(1)
+        await wait_ready(conn, 1)
 
 
-async def test_key_value_created_once_by_many_at_once(jetstream_url: str) -> None:
-    links = [await JetStreamLink.open(NatsEndpoint(jetstream_url), name=f"n{i}") for i in range(4)]
+async def test_bucket_created_once_by_many_at_once(jetstream_url: str) -> None:
+    conns = [await connect(NatsEndpoint(jetstream_url), name=f"n{i}") for i in range(4)]
     try:
-        buckets = await asyncio.gather(*(link.key_value("shared", replicas=1) for link in links))
-        await buckets[0].put("k", b"v")
-        assert (await buckets[3].get("k")).value == b"v"
+        buckets = await asyncio.gather(
+            *(KvBucket.ensure(conn, "shared", replicas=1) for conn in conns)
+        )
+        revision = await buckets[0].create("k", b"v")
+        assert await buckets[3].get("k") == (revision, b"v")
     finally:
-        for link in links:
-            await link.close()
+        for conn in conns:
+            await conn.close()
 
 
 async def test_publish_all_answers_each_write(jetstream_url: str) -> None:
-    link = await JetStreamLink.open(NatsEndpoint(jetstream_url), name="link-test")
+    conn = await connect(NatsEndpoint(jetstream_url), name="api-test")
     try:
-        await link.js.add_stream(name="pipelined", subjects=["pipelined.>"])
-        writes: list[Write] = [("pipelined.a", f"m{i}".encode(), None) for i in range(500)]
+        created = await js_api(
+            conn, "STREAM.CREATE.pipelined", {"name": "pipelined", "subjects": ["pipelined.>"]}
+        )
+        assert "error" not in created
+        pipeline = Pipeline(conn)
+        writes: list[Outgoing] = [("pipelined.a", f"m{i}".encode(), None) for i in range(500)]
         writes.append(("pipelined.b", b"stale", {"Nats-Expected-Last-Sequence": "1"}))
         writes.append(("nostream.here", b"lost", None))
-        results = await link.publish_all(writes, timeout=5)
+        results = await pipeline.publish_all(writes, timeout=5)
         assert results[:500] == list(range(1, 501))
         stale, lost = results[500:]
-        assert isinstance(stale, PublishFailed) and stale.err_code == 10071
-        assert isinstance(lost, PublishFailed) and "no stream for the subject" in str(lost)
-        assert await link.publish_all([], timeout=1) == []
-        await link.close()
-        closed = await link.publish_all(writes[:3], timeout=1)
-        assert len(closed) == 3 and all(isinstance(r, ConnectionClosedError) for r in closed)
+        assert isinstance(stale, JetStreamError) and stale.err_code == 10071
+        assert isinstance(lost, JetStreamError) and "no stream for the subject" in str(lost)
+        assert lost.status == 503
+        assert await pipeline.publish_all([], timeout=1) == []
+        await conn.close()
+        closed = await pipeline.publish_all(writes[:3], timeout=1)
+        assert len(closed) == 3 and all(isinstance(r, ConnectionClosed) for r in closed)
+        assert f"the connection to JetStream at {jetstream_url} is closed" in str(closed[0])
     finally:
-        await link.close()
+        await conn.close()
+
+
+async def test_an_unanswered_write_times_out(jetstream_url: str) -> None:
+    """A subscriber that never answers stands in for a stream leader that was just
+    elected (it answers nothing sent before)."""
+    conn = await connect(NatsEndpoint(jetstream_url), name="api-test")
+    try:
+        conn.subscribe("silent.>", lambda subject, reply, payload: None)
+        await conn.flush()
+        results = await Pipeline(conn).publish_all([("silent.a", b"x", None)], timeout=0.3)
+        assert len(results) == 1 and isinstance(results[0], JetStreamError)
+        assert "no answer from JetStream within 0.3 s" in str(results[0])
+        with pytest.raises(JetStreamError, match=re.escape("no answer from silent.b within 0.3 s")):
+            await Pipeline(conn).request("silent.b", b"x", timeout=0.3)
+    finally:
+        await conn.close()
 
 
 async def test_first_answer_asks_again_until_one_is_answered() -> None:
