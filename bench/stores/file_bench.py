@@ -89,7 +89,7 @@ def load(args: argparse.Namespace, bench_args: list[str]) -> dict[str, object]:
 def recovery(args: argparse.Namespace) -> dict[str, object]:
     # Imported here: the load scenarios only need the CLI in subprocesses.
     from stanpkg.plan.compile import compile_args
-    from stanpkg.proto import protocol_pb2 as pb
+    from stanpkg.stores.base import MessageBatch
     from stanpkg.stores.file import FileStore, config_from_plan
 
     class Quiet:
@@ -115,14 +115,7 @@ def recovery(args: argparse.Namespace) -> dict[str, object]:
         channel = store.create_channel(f"ch.{c}")
         for first in range(1, per_channel + 1, 1000):
             count = min(1000, per_channel - first + 1)
-            stamp = time.time_ns()
-            records = [
-                pb.MsgProto(
-                    sequence=s, subject=channel.name, data=payload, timestamp=stamp
-                ).SerializeToString()
-                for s in range(first, first + count)
-            ]
-            channel.msgs.store(records, [stamp] * count)
+            channel.msgs.store(MessageBatch(time.time_ns(), [("", payload)] * count))
     store.close()
     write_s = time.perf_counter() - started
     results: dict[str, object] = {

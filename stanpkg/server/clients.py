@@ -44,6 +44,15 @@ class Client:
         self.hb_handle: asyncio.TimerHandle | None = None
         self.hb_task: asyncio.Task[None] | None = None
 
+    def stop_heartbeats(self) -> None:
+        """Cancel the client's heartbeat timer and the probe in flight (heartbeats.py)."""
+        if self.hb_handle is not None:
+            self.hb_handle.cancel()
+            self.hb_handle = None
+        if self.hb_task is not None:
+            self.hb_task.cancel()
+            self.hb_task = None
+
 
 class ClientRegistry:
     def __init__(self) -> None:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, lenient
-from stanpkg.server.clients import Client, is_valid_client_id
-from stanpkg.stores.base import ClientRecord, StoreError
+from stanpkg.server.clients import Client, ClientRegistry, is_valid_client_id
+from stanpkg.stores.base import ClientRecord, ServerInfo, Store, StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import ConnectHost
+    from stanpkg.server.host import HeartbeatControl
+    from stanpkg.server.log import Logger
+    from stanpkg.server.serial import SerialExecutor
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["ConnectionRequests"]
 
@@ -27,44 +31,68 @@ _PING_GONE = pb.PingResponse(error=errors.CLIENT_GONE).SerializeToString()
 
 
 class ConnectionRequests:
-    def __init__(self, server: ConnectHost) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        log: Logger,
+        info: ServerInfo,
+        ping_subject: str,
+        clients: ClientRegistry,
+        store: Store,
+        control: SerialExecutor,
+        conn: NatsConnection,
+        acks_conn: NatsConnection,
+        ack_barrier: Callable[[], Awaitable[None]],
+        heartbeats: HeartbeatControl,
+        close_client: Callable[[str, Client | None], Awaitable[str | None]],
+    ) -> None:
+        self.log = log
+        self.info = info  # the subjects a connect is answered with (recovered, final)
+        self.ping_subject = ping_subject
+        self.clients = clients
+        self.store = store
+        self.control = control
+        self.conn = conn
+        self.acks_conn = acks_conn  # duplicate probes go out on the acks connection
+        self.ack_barrier = ack_barrier
+        self.heartbeats = heartbeats
+        self.close_client = close_client  # unsubscribe.Removals.close_client
         self._probing: set[str] = set()
         self._probe_tasks: set[asyncio.Task[None]] = set()
 
     # -- connect ----------------------------------------------------------------------
 
     def on_connect(self, subject: str, reply: str, payload: bytes) -> None:
-        self.server.control.submit(lambda: self._connect(reply, payload))
+        self.control.submit(lambda: self._connect(reply, payload))
 
     def _reply_connect_error(self, reply: str, error: str) -> None:
         if reply:
-            self.server.conn.publish(reply, pb.ConnectResponse(error=error).SerializeToString())
+            self.conn.publish(reply, pb.ConnectResponse(error=error).SerializeToString())
 
     async def _connect(self, reply: str, payload: bytes) -> None:
-        server = self.server
+        log = self.log
         try:
             req = lenient.parse(pb.ConnectRequest, payload)
         except DecodeError:
             error = lenient.connect_error(payload)
-            server.log.error(f"Received invalid client connect request: {error}")
+            log.error(f"Received invalid client connect request: {error}")
             self._reply_connect_error(reply, error)
             return
         if not req.heartbeatInbox:
-            server.log.error("Received invalid client connect request")
+            log.error("Received invalid client connect request")
             self._reply_connect_error(reply, errors.INVALID_CONN_REQ)
             return
         client_id = req.clientID
         if not is_valid_client_id(client_id):
-            server.log.error(f"Received invalid client ID {client_id!r} in connect request")
+            log.error(f"Received invalid client ID {client_id!r} in connect request")
             self._reply_connect_error(reply, errors.INVALID_CLIENT_ID)
             return
-        old = server.clients.get(client_id)
+        old = self.clients.get(client_id)
         if old is None:
             await self._register(req, reply)
             return
         if client_id in self._probing or len(self._probing) >= MAX_DUPLICATE_PROBES:
-            server.log.error(f"[Client:{client_id}] Connect failed; already connected")
+            log.error(f"[Client:{client_id}] Connect failed; already connected")
             self._reply_connect_error(reply, errors.CLIENT_ALREADY_REGISTERED)
             return
         # Probe the registered client without holding up other requests.
@@ -74,10 +102,10 @@ class ConnectionRequests:
         task.add_done_callback(self._probe_tasks.discard)
 
     async def _check_duplicate(self, old: Client, req: pb.ConnectRequest, reply: str) -> None:
-        server = self.server
+        clients, log = self.clients, self.log
         client_id = req.clientID
         try:
-            await server.acks_conn.request(old.hb_inbox, b"", DUPLICATE_PROBE_TIMEOUT)
+            await self.acks_conn.request(old.hb_inbox, b"", DUPLICATE_PROBE_TIMEOUT)
             alive = True
         except asyncio.CancelledError:
             self._probing.discard(client_id)
@@ -86,30 +114,27 @@ class ConnectionRequests:
             alive = False
         if alive:
             self._probing.discard(client_id)
-            server.log.error(f"[Client:{client_id}] Connect failed; already connected")
+            log.error(f"[Client:{client_id}] Connect failed; already connected")
             self._reply_connect_error(reply, errors.CLIENT_ALREADY_REGISTERED)
             return
 
         async def replace() -> None:
             try:
-                if server.clients.get(client_id) is old:
+                if clients.get(client_id) is old:
                     await self.close_client(client_id, old)
-                if server.clients.get(client_id) is not None:
+                if clients.get(client_id) is not None:
                     # Someone else registered the ID meanwhile.
                     self._reply_connect_error(reply, errors.CLIENT_ALREADY_REGISTERED)
                     return
                 if await self._register(req, reply):
-                    server.log.debug(
-                        f"[Client:{client_id}] Replaced old client (Inbox={old.hb_inbox})"
-                    )
+                    log.debug(f"[Client:{client_id}] Replaced old client (Inbox={old.hb_inbox})")
             finally:
                 self._probing.discard(client_id)
 
-        server.control.submit(replace)
+        self.control.submit(replace)
 
     async def _register(self, req: pb.ConnectRequest, reply: str) -> bool:
         """Register the client and answer; False when the store refused it."""
-        server = self.server
         record = ClientRecord(
             id=req.clientID,
             hb_inbox=req.heartbeatInbox,
@@ -119,13 +144,13 @@ class ConnectionRequests:
             ping_max_out=req.pingMaxOut,
         )
         try:
-            server.store.add_client(record)
+            self.store.add_client(record)
         except StoreError as exc:
             self._reply_connect_error(reply, str(exc))
             return False
-        client = server.clients.register(record)
-        server.heartbeats.start(client)
-        info = server.info
+        client = self.clients.register(record)
+        self.heartbeats.start(client)
+        info = self.info
         resp = pb.ConnectResponse(
             pubPrefix=info.publish,
             subRequests=info.subscribe,
@@ -135,65 +160,46 @@ class ConnectionRequests:
             protocol=1,
         )
         if req.protocol >= 1:
-            resp.pingRequests = server.ping_subject
+            resp.pingRequests = self.ping_subject
             resp.pingInterval = req.pingInterval
             resp.pingMaxOut = req.pingMaxOut
         if reply:
-            server.conn.publish(reply, resp.SerializeToString())
-        server.log.debug(f"[Client:{client.id}] Connected (Inbox={client.hb_inbox})")
+            self.conn.publish(reply, resp.SerializeToString())
+        self.log.debug(f"[Client:{client.id}] Connected (Inbox={client.hb_inbox})")
         return True
 
     # -- close ------------------------------------------------------------------------
 
     def on_close(self, subject: str, reply: str, payload: bytes) -> None:
-        self.server.control.submit(lambda: self._close(reply, payload))
+        self.control.submit(lambda: self._close(reply, payload))
 
     async def _close(self, reply: str, payload: bytes) -> None:
         try:
             req = lenient.parse(pb.CloseRequest, payload)
         except DecodeError:
-            self.server.log.error("Received invalid close request")
+            self.log.error("Received invalid close request")
             self._reply_close(reply, lenient.close_error(payload))
             return
-        await self.server.ack_barrier()
-        error = await self.close_client(req.clientID)
+        await self.ack_barrier()
+        error = await self.close_client(req.clientID, None)
         self._reply_close(reply, error)
 
     def _reply_close(self, reply: str, error: str | None) -> None:
         if reply:
             payload = pb.CloseResponse(error=error).SerializeToString() if error else b""
-            self.server.conn.publish(reply, payload)
-
-    async def close_client(self, client_id: str, expected: Client | None = None) -> str | None:
-        """Close a client like a CloseRequest does; ``expected`` guards against closing a
-        client that replaced the one a timer or probe was about."""
-        server = self.server
-        client = server.clients.get(client_id)
-        if client is None or (expected is not None and client is not expected):
-            server.log.error(f"Unknown client {client_id!r} in close request")
-            return errors.UNKNOWN_CLIENT
-        # v0.25: unregister first, so a reconnecting client cannot race the removals.
-        server.clients.unregister(client_id)
-        server.heartbeats.stop(client)
-        try:
-            server.store.delete_client(client_id)
-        except StoreError as exc:
-            server.log.error(f"Error unregistering client {client_id!r}: {exc}")
-        await server.removals.remove_client_subscriptions(client)
-        server.log.debug(f"[Client:{client_id}] Closed (Inbox={client.hb_inbox})")
-        return None
+            self.conn.publish(reply, payload)
 
     # -- pings ------------------------------------------------------------------------
 
     def on_ping(self, subject: str, reply: str, payload: bytes) -> None:
         if not payload or not reply:
             return
-        if len(self.server.control):
+        if len(self.control):
             # A connect may still be queued: answer in order with it.
             async def later() -> None:
                 self._ping(reply, payload)
 
-            self.server.control.submit(later)
+            self.control.submit(later)
             return
         self._ping(reply, payload)
 
@@ -202,13 +208,13 @@ class ConnectionRequests:
             ping = pb.Ping.FromString(payload)
         except DecodeError:
             return
-        client = self.server.clients.by_conn_id.get(ping.connID)
+        client = self.clients.by_conn_id.get(ping.connID)
         if client is None:
-            self.server.conn.publish(reply, _PING_GONE)
+            self.conn.publish(reply, _PING_GONE)
             return
         if client.failed_hbs > 0:
-            self.server.heartbeats.fire_soon(client)
-        self.server.conn.publish(reply, b"")
+            self.heartbeats.fire_soon(client)
+        self.conn.publish(reply, b"")
 
     async def close(self) -> None:
         for task in list(self._probe_tasks):

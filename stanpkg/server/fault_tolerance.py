@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import FT_STORES_ONLY, LOCKABLE, StoreError
 
 if TYPE_CHECKING:
     from stanpkg.server.log import Logger
@@ -121,8 +121,11 @@ class FaultTolerance:
                     await asyncio.wait_for(self._heard.wait(), self.missed_interval)
                 except TimeoutError:
                     break
+            lockable = self.store.capability(LOCKABLE)
             try:
-                if await self.store.acquire_exclusive_lock(lost):
+                if lockable is None:
+                    raise StoreError(FT_STORES_ONLY)
+                if await lockable.acquire_exclusive_lock(lost):
                     break
             except StoreError as exc:
                 self.log.error(f"ft: error attempting to get the store lock: {exc}")

@@ -9,20 +9,38 @@ close the client, serialized behind earlier requests (v0.25 behaviour).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from stanpkg.server.clients import Client
+from stanpkg.server.clients import Client, ClientRegistry
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import HeartbeatHost
+    from stanpkg.plan.model import Plan
+    from stanpkg.server.log import Logger
+    from stanpkg.server.serial import SerialExecutor
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Heartbeats"]
 
 
 class Heartbeats:
-    def __init__(self, server: HeartbeatHost) -> None:
-        self.server = server
-        plan = server.plan
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        log: Logger,
+        clients: ClientRegistry,
+        control: SerialExecutor,
+        acks_conn: NatsConnection,
+        ack_barrier: Callable[[], Awaitable[None]],
+        close_client: Callable[[str, Client | None], Awaitable[str | None]],
+    ) -> None:
+        self.log = log
+        self.clients = clients
+        self.control = control
+        self.acks_conn = acks_conn  # probes go out on the acks connection
+        self.ack_barrier = ack_barrier
+        self.close_client = close_client  # unsubscribe.Removals.close_client
         self.interval = plan.hb_interval / 1e9
         self.timeout = plan.hb_timeout / 1e9
         self.fail_count = plan.hb_fail_count
@@ -31,14 +49,6 @@ class Heartbeats:
         loop = asyncio.get_running_loop()
         wait = self.interval if delay is None else delay
         client.hb_handle = loop.call_later(wait, self._fire, client)
-
-    def stop(self, client: Client) -> None:
-        if client.hb_handle is not None:
-            client.hb_handle.cancel()
-            client.hb_handle = None
-        if client.hb_task is not None:
-            client.hb_task.cancel()
-            client.hb_task = None
 
     def fire_soon(self, client: Client) -> None:
         """A PING from a client with failed heartbeats: check it again right away."""
@@ -52,27 +62,26 @@ class Heartbeats:
         client.hb_task = loop.create_task(self._probe(client), name=f"stan-hb-{client.id}")
 
     async def _probe(self, client: Client) -> None:
-        server = self.server
         try:
-            await server.acks_conn.request(client.hb_inbox, b"", self.timeout)
+            await self.acks_conn.request(client.hb_inbox, b"", self.timeout)
             ok = True
         except asyncio.CancelledError:
             raise
         except Exception:
             ok = False
         client.hb_task = None
-        if server.clients.get(client.id) is not client:
+        if self.clients.get(client.id) is not client:
             return  # closed or replaced meanwhile
         had_failed = client.failed_hbs > 0
         client.failed_hbs = 0 if ok else client.failed_hbs + 1
         if client.failed_hbs > self.fail_count:
-            server.log.debug(f"[Client:{client.id}] Timed out on heartbeats")
+            self.log.debug(f"[Client:{client.id}] Timed out on heartbeats")
 
             async def expire() -> None:
-                await server.ack_barrier()
-                await server.connections.close_client(client.id, client)
+                await self.ack_barrier()
+                await self.close_client(client.id, client)
 
-            server.control.submit(expire)
+            self.control.submit(expire)
             return
         has_failed = client.failed_hbs > 0
         if had_failed != has_failed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
@@ -15,7 +15,7 @@ from stanpkg.proto import spb_pb2 as spb
 from stanpkg.server.errors import StartupError
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import PartitionHost
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Partitions", "decode_channel_list", "encode_channel_lists"]
 
@@ -57,13 +57,23 @@ def decode_channel_list(data: bytes) -> Iterator[str]:
 
 
 class Partitions:
-    def __init__(self, server: PartitionHost, channels: Iterable[str]) -> None:
-        self.server = server
+    def __init__(
+        self,
+        channels: Iterable[str],
+        *,
+        cluster_id: str,
+        server_id: str,
+        conn: NatsConnection,
+        fatal: Callable[[str], None],
+    ) -> None:
+        self.server_id = server_id
+        self.conn = conn
+        self.fatal = fatal  # a conflict found after startup stops the server
         self.names = list(channels)
         self.tree: SubjectTree[str] = SubjectTree()
         for name in self.names:
             self.tree.insert(name, name)
-        self.subject = f"{PREFIX}.{server.plan.cluster_id}"
+        self.subject = f"{PREFIX}.{cluster_id}"
         self._sid: int | None = None
         self._recheck: asyncio.Task[None] | None = None
 
@@ -84,11 +94,11 @@ class Partitions:
         return ""
 
     def listen(self) -> None:
-        self._sid = self.server.conn.subscribe(self.subject, self._on_request)
+        self._sid = self.conn.subscribe(self.subject, self._on_request)
 
     def stop(self) -> None:
         if self._sid is not None:
-            self.server.conn.unsubscribe(self._sid)
+            self.conn.unsubscribe(self._sid)
             self._sid = None
         if self._recheck is not None:
             self._recheck.cancel()
@@ -104,7 +114,7 @@ class Partitions:
         try:
             await self.exchange()
         except StartupError as exc:
-            self.server.fatal(f"Partitioning error: {exc}")
+            self.fatal(f"Partitioning error: {exc}")
 
     def _on_request(self, subject: str, reply: str, payload: bytes) -> None:
         if not payload or not reply:
@@ -113,17 +123,15 @@ class Partitions:
             req = spb.CtrlMsg.FromString(payload)
         except DecodeError:
             return
-        server = self.server
-        if req.ServerID == server.server_id:
+        if req.ServerID == self.server_id:
             return
         conflict = self.conflict_with(list(decode_channel_list(req.Data)))
-        resp = spb.CtrlMsg(MsgType=_PARTITIONING, ServerID=server.server_id, Data=conflict.encode())
-        server.conn.publish(reply, resp.SerializeToString())
+        resp = spb.CtrlMsg(MsgType=_PARTITIONING, ServerID=self.server_id, Data=conflict.encode())
+        self.conn.publish(reply, resp.SerializeToString())
 
     async def exchange(self) -> None:
         """Send our list; any server that reports an overlap makes startup fail."""
-        server = self.server
-        conn = server.conn
+        conn = self.conn
         replies: list[bytes] = []
         got_reply = asyncio.Event()
 
@@ -134,7 +142,7 @@ class Partitions:
         inbox = conn.new_inbox()
         sid = conn.subscribe(inbox, on_reply)
         try:
-            for request in encode_channel_lists(self.names, server.server_id, conn.max_payload):
+            for request in encode_channel_lists(self.names, self.server_id, conn.max_payload):
                 conn.publish(self.subject, request, reply=inbox)
             await conn.flush()
             while True:

@@ -26,14 +26,18 @@ from google.protobuf.message import DecodeError
 from stanpkg.hot_path import is_compiled
 from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.server import errors, lenient
-from stanpkg.server.channels import Channel, ChannelError
+from stanpkg.server.channels import Channel, ChannelError, ChannelRegistry
+from stanpkg.server.clients import ClientRegistry
+from stanpkg.server.delivery import Delivery
 from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import MessageBatch, StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import PublishHost
+    from stanpkg.plan.model import Plan
+    from stanpkg.server.log import Logger
+    from stanpkg.stores.base import Store
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["PublishPipeline"]
 
@@ -66,8 +70,26 @@ _SCAN_PUB_MSG = is_compiled("stanpkg.server.wire")
 
 
 class PublishPipeline:
-    def __init__(self, server: PublishHost) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        log: Logger,
+        store: Store,
+        clients: ClientRegistry,
+        channels: ChannelRegistry,
+        delivery: Delivery,
+        conn: NatsConnection,
+        partitioned: bool,
+    ) -> None:
+        self.log = log
+        self.store = store
+        self.clients = clients
+        self.channels = channels
+        self.delivery = delivery
+        self.conn = conn  # PubAcks and deliveries go out on the general connection
+        # Partitioning: a publish may overtake its client's connect (another server's).
+        self.partitioned = partitioned
         self.in_msgs = 0
         self.in_bytes = 0
         self._queue: list[_Pending] = []
@@ -75,18 +97,18 @@ class PublishPipeline:
         self._task: asyncio.Task[None] | None = None
         self._busy = False
         self._valid_names: set[str] = set()
-        self._trace = server.log.trace_enabled
-        self._by_id = server.clients.by_id
-        self._by_conn_id = server.clients.by_conn_id
-        self._batch_size = max(1, server.plan.io_batch_size)
-        self._sleep = max(0, server.plan.io_sleep_time) / 1e6
+        self._trace = log.trace_enabled
+        self._by_id = clients.by_id
+        self._by_conn_id = clients.by_conn_id
+        self._batch_size = max(1, plan.io_batch_size)
+        self._sleep = max(0, plan.io_sleep_time) / 1e6
         # Partitioning: publishes from a client not registered yet, in arrival order.
         self._parked: deque[_Parked] = deque()
         self._parked_task: asyncio.Task[None] | None = None
         # Channel deletions requested by the inactivity timer, done between batches.
         self._deletions: list[Channel] = []
         # A store that writes over the network: batches overlap, committed in order.
-        self._pipelined = server.store.pipelines_writes
+        self._pipelined = store.pipelines_writes
         self._commits: deque[asyncio.Task[None]] = deque()
 
     def start(self) -> None:
@@ -126,14 +148,14 @@ class PublishPipeline:
         self.in_msgs += 1
         self.in_bytes += len(payload)
         if not guid or (channel not in self._valid_names and not self._valid_channel(channel)):
-            self.server.log.error(
+            self.log.error(
                 f"Received invalid client publish message (guid={guid!r} subject={channel!r})"
             )
             self._reply_error(reply, guid, errors.INVALID_PUB_REQ)
             return
         msg = (channel, guid, reply, msg_reply, data)
         if self._trace:
-            self.server.log.trace(
+            self.log.trace(
                 f"[Client:{client_id}] Received message from publisher subj={channel} guid={guid}"
             )
         # protocol.md §3.2: by connID when the message carries one, else by client ID.
@@ -151,15 +173,15 @@ class PublishPipeline:
             self.in_bytes += len(payload)
         elif is_ctrl_msg(payload):
             return  # legacy control message: dropped silently
-        self.server.log.error(f"Received invalid client publish message on {subject}")
+        self.log.error(f"Received invalid client publish message on {subject}")
         if reply:
-            self.server.conn.publish(reply, refusal or encode_pub_ack("", errors.INVALID_PUB_REQ))
+            self.conn.publish(reply, refusal or encode_pub_ack("", errors.INVALID_PUB_REQ))
 
     def _invalid_publisher(self, msg: _Pending, client_id: str, conn_id: bytes) -> None:
-        if self.server.partitions is not None:
+        if self.partitioned:
             self._park(_Parked(msg, client_id, conn_id))
             return
-        self.server.log.error(f"[Client:{client_id}] Received publish message from unknown client")
+        self.log.error(f"[Client:{client_id}] Received publish message from unknown client")
         self._reply_error(msg[2], msg[1], errors.INVALID_PUB_REQ)
 
     def _valid_channel(self, name: str) -> bool:
@@ -173,7 +195,7 @@ class PublishPipeline:
 
     def _reply_error(self, reply: str, guid: str, error: str) -> None:
         if reply:
-            self.server.conn.publish(reply, encode_pub_ack(guid, error))
+            self.conn.publish(reply, encode_pub_ack(guid, error))
 
     # -- partitioning: wait for the client's connect ----------------------------------
 
@@ -183,7 +205,7 @@ class PublishPipeline:
             self._parked_task = asyncio.get_running_loop().create_task(self._unpark())
 
     async def _unpark(self) -> None:
-        clients = self.server.clients
+        clients = self.clients
         while self._parked:
             msg, client_id, conn_id = self._parked[0]
             valid = clients.is_valid_publisher(client_id, conn_id)
@@ -202,6 +224,25 @@ class PublishPipeline:
     def request_deletion(self, channel: Channel) -> None:
         self._deletions.append(channel)
         self._wakeup.set()
+
+    def _delete_channel(self, channel: Channel) -> None:
+        """Between batches: delete the channel unless it got active subscriptions meanwhile."""
+        registry = self.channels
+        if registry.get(channel.name) is not channel:
+            return
+        if channel.has_active_subs():
+            channel.deleting = False
+            registry.start_inactivity_timer(channel)
+            return
+        for sub in list(channel.all_subscriptions()):
+            sub.removed = True
+            sub.cancel_ack_timer()
+        registry.remove(channel)
+        try:
+            self.store.delete_channel(channel.name)
+        except StoreError as exc:
+            self.log.error(f'Error deleting channel "{channel.name}": {exc}')
+        self.log.notice(f'Channel "{channel.name}" has been deleted')
 
     # -- the batch loop ---------------------------------------------------------------
 
@@ -231,7 +272,7 @@ class PublishPipeline:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    self.server.log.error(f"Error processing publish batch: {exc!r}")
+                    self.log.error(f"Error processing publish batch: {exc!r}")
                 if self._queue and (self._pipelined or loop.time() - turn_start >= _TURN_BUDGET):
                     # Let acks and requests in between batches: a long turn of the loop
                     # would delay every subscriber waiting for room in its window. A
@@ -242,9 +283,9 @@ class PublishPipeline:
                 await self._limit_commits(1)  # a channel is deleted once it is quiet
             while self._deletions:
                 try:
-                    await self.server.delete_channel(self._deletions.pop(0))
+                    self._delete_channel(self._deletions.pop(0))
                 except Exception as exc:
-                    self.server.log.error(f"Error deleting channel: {exc!r}")
+                    self.log.error(f"Error deleting channel: {exc!r}")
 
     # -- pipelined commits (a store whose writes are network round trips) ------------
 
@@ -265,7 +306,7 @@ class PublishPipeline:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.server.log.error(f"Error processing publish batch: {exc!r}")
+            self.log.error(f"Error processing publish batch: {exc!r}")
 
     def _reap_commits(self) -> None:
         commits = self._commits
@@ -292,9 +333,9 @@ class PublishPipeline:
         await self._commit(groups, stored, [g.channel.msgs.begin_flush() for g in stored], None)
 
     def _stage(self, batch: list[_Pending]) -> tuple[list[_ChannelBatch], list[_ChannelBatch]]:
-        """Number and store the batch's messages, by channel: (every group, the stored)."""
-        server = self.server
-        registry = server.channels
+        """Store the batch's messages, by channel: (every group, the stored)."""
+        log = self.log
+        registry = self.channels
         now = time.time_ns()
         groups: dict[str, _ChannelBatch] = {}
         for name, guid, reply, msg_reply, data in batch:
@@ -303,7 +344,7 @@ class PublishPipeline:
                 try:
                     channel = registry.lookup_or_create(name)
                 except ChannelError as exc:
-                    server.log.error(f"Error processing message for subject {name!r}: {exc}")
+                    log.error(f"Error processing message for subject {name!r}: {exc}")
                     self._reply_error(reply, guid, str(exc))
                     continue
                 group = groups[name] = _ChannelBatch(channel, now)
@@ -321,13 +362,11 @@ class PublishPipeline:
         stored: list[_ChannelBatch] = []
         for group in groups.values():
             channel = group.channel
-            records = group.encoder.encode_run(group.first, group.messages)
             try:
-                stamps = [group.stamp] * len(records)
-                channel.msgs.store(records, stamps, group.guids, group.messages)
+                channel.msgs.store(MessageBatch(group.stamp, group.messages, group.guids))
             except StoreError as exc:
                 group.error = str(exc)
-                server.log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
+                log.error(f"Unable to store messages in channel {channel.name!r}: {exc}")
                 continue
             stored.append(group)
             registry.arm_age_timer(channel)
@@ -343,7 +382,7 @@ class PublishPipeline:
     ) -> None:
         """Wait for the batch's writes, then (after the batch before, if still being
         committed) deliver it and send its PubAcks."""
-        server = self.server
+        log, conn = self.log, self.conn
         committed: list[Channel] = []
         for group, flush in zip(stored, flushes, strict=True):
             try:
@@ -352,24 +391,20 @@ class PublishPipeline:
                 # Not committed (an SQL write failed): the publishers get the error and
                 # may retry; nothing unacknowledged is delivered from this batch.
                 group.error = str(exc)
-                server.log.error(
-                    f"Unable to store messages in channel {group.channel.name!r}: {exc}"
-                )
+                log.error(f"Unable to store messages in channel {group.channel.name!r}: {exc}")
                 continue
             committed.append(group.channel)
         if previous is not None:
             await previous  # deliveries and PubAcks in publish order
-        delivery = server.delivery
+        delivery = self.delivery
         for channel in committed:
             delivery.deliver_channel(channel)
         for channel in committed:
             try:
                 await channel.subs_store.flush()
             except StoreError as exc:  # the messages are stored: their PubAcks stand
-                server.log.error(
-                    f"Unable to store subscriptions of channel {channel.name!r}: {exc}"
-                )
-        server.conn.publish_each(
+                log.error(f"Unable to store subscriptions of channel {channel.name!r}: {exc}")
+        conn.publish_each(
             [
                 (reply, encode_pub_ack(guid, group.error))
                 for group in groups
@@ -379,34 +414,21 @@ class PublishPipeline:
         )
         # The PubAcks end the batch: send them (and the deliveries) without waiting for the
         # end of the loop turn, which matters to synchronous publishers.
-        server.conn.write_now()
+        conn.write_now()
 
 
 class _ChannelBatch:
-    """The messages of one publish batch for one channel (encoded by ``_stage``)."""
+    """The messages of one publish batch for one channel (stored by ``_stage``)."""
 
-    __slots__ = (
-        "acks",
-        "channel",
-        "dedupe",
-        "encoder",
-        "error",
-        "first",
-        "guids",
-        "messages",
-        "seen",
-        "stamp",
-    )
+    __slots__ = ("acks", "channel", "dedupe", "error", "guids", "messages", "seen", "stamp")
 
     def __init__(self, channel: Channel, now: int) -> None:
         self.channel = channel
-        self.first = channel.msgs.last_assigned_sequence + 1
         # protocol.md §7.3: never before the channel's previous timestamp. One clock
         # reading per batch: its messages arrived in the same event-loop turn.
         self.stamp = max(now, channel.last_ts)
         channel.last_ts = self.stamp
-        self.encoder = MsgEncoder(channel.name, self.stamp)
-        self.messages: list[tuple[str, bytes]] = []  # (reply, data), numbered from first
+        self.messages: list[tuple[str, bytes]] = []  # (reply, data), in publish order
         self.guids: list[str] = []
         self.acks: list[tuple[str, str]] = []
         msgs = channel.msgs

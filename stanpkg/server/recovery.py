@@ -12,25 +12,31 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import RecoveredChannel, RecoveredState
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import RecoveryHost
+    import asyncio
+
+    from stanpkg.server.channels import ChannelRegistry
+    from stanpkg.server.clients import ClientRegistry
+    from stanpkg.server.delivery import Delivery
 
 __all__ = ["rebuild", "start_recovered"]
 
 
-def rebuild(server: RecoveryHost, state: RecoveredState) -> list[Subscription]:
+def rebuild(
+    clients: ClientRegistry, channels: ChannelRegistry, state: RecoveredState
+) -> list[Subscription]:
     """Register recovered clients and channels; return the online subscriptions (to be
     attached to NATS and started once the server is ready)."""
     for record in state.clients:
-        server.clients.register(record)
+        clients.register(record)
     online: list[Subscription] = []
     for recovered in state.channels:
-        channel = server.channels.attach(recovered.store)
-        online.extend(_rebuild_channel(server, channel, recovered))
+        channel = channels.attach(recovered.store)
+        online.extend(_rebuild_channel(clients, channel, recovered))
     return online
 
 
 def _rebuild_channel(
-    server: RecoveryHost, channel: Channel, recovered: RecoveredChannel
+    clients: ClientRegistry, channel: Channel, recovered: RecoveredChannel
 ) -> list[Subscription]:
     online: list[Subscription] = []
     for item in recovered.subscriptions:
@@ -39,7 +45,7 @@ def _rebuild_channel(
             record.is_durable = True  # very old stores did not set it
         sub = Subscription(record, channel)
         sub.pending = dict.fromkeys(item.pending, 0.0)
-        client = server.clients.get(record.client_id) if record.client_id else None
+        client = clients.get(record.client_id) if record.client_id else None
         if record.qgroup:
             group = channel.groups.get(record.qgroup)
             if group is None:
@@ -77,13 +83,14 @@ def _rebuild_channel(
     return online
 
 
-def start_recovered(server: RecoveryHost, subs: list[Subscription]) -> None:
+def start_recovered(
+    loop: asyncio.AbstractEventLoop, delivery: Delivery, subs: list[Subscription]
+) -> None:
     """After the server is ready: pending messages expire ``ackWait`` after their
     timestamp; the expired ones go out now (to the same queue member), and only then
     are new messages released."""
-    loop_now = server.loop.time()
+    loop_now = loop.time()
     wall_now = time.time_ns()
-    delivery = server.delivery
     for sub in subs:
         if sub.removed or sub.client is None:
             continue

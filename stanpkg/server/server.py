@@ -4,6 +4,11 @@ One :class:`StreamingServer` runs in one event loop on one NATS connection. Hand
 called synchronously by the connection's read loop; publishes are batched by
 :mod:`publish`, protocol requests serialized by :mod:`serial`, acknowledgements handled
 inline by :mod:`delivery`.
+
+The handlers are built by :meth:`StreamingServer.start`, once the connections are open,
+each given exactly what it uses (:mod:`host` says how, and how their cycles are broken):
+``_build_core`` before the store is recovered, ``_build_requests`` once the recovered
+state is final, just before the server listens.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from stanpkg.server.serial import SerialExecutor
 from stanpkg.server.subscribe import SubscribeRequests
 from stanpkg.server.subscriptions import Subscription
 from stanpkg.server.unsubscribe import Removals
-from stanpkg.stores.base import ServerInfo, Store, StoreError
+from stanpkg.stores.base import NATS_BACKED, ServerInfo, Store, StoreError
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
@@ -51,6 +56,18 @@ RECONNECT_ATTEMPTS = 240  # ≈ 1 min without NATS, then the server gives up (fa
 
 def fresh_server_info(plan: Plan) -> ServerInfo:
     return ServerInfo.for_cluster(plan.cluster_id, plan.discover_prefix)
+
+
+async def _ack_barrier(acks_conn: NatsConnection) -> None:
+    """Process every ack that reached NATS before the request being handled, and have
+    NATS register every ack inbox subscribed before (a round trip on the acks
+    connection: NATS answers it after what it queued before)."""
+    with contextlib.suppress(NatsError, TimeoutError):
+        await acks_conn.flush(2.0)
+
+
+def _log_created(log: Logger, channel: Channel) -> None:
+    log.debug(f'Channel "{channel.name}" has been created')
 
 
 class StreamingServer:
@@ -80,11 +97,6 @@ class StreamingServer:
         self.clients = ClientRegistry()
         self.partitions: Partitions | None = None
         self.control = SerialExecutor(log)
-        self.heartbeats = Heartbeats(self)
-        self.connections = ConnectionRequests(self)
-        self.subscriptions = SubscribeRequests(self)
-        self.removals = Removals(self)
-        self.publisher = PublishPipeline(self)
         self._sids: list[int] = []
         self._recovered: list[Subscription] = []
         self._stopping = False
@@ -98,8 +110,15 @@ class StreamingServer:
         # delays them. ``ack_barrier`` restores the order between the two.
         self.conn: NatsConnection
         self.acks_conn: NatsConnection
-        self.channels: ChannelRegistry
+        # Built in start() (_build_core, _build_requests), with the connections; until
+        # then they are missing (monitoring's views and stop() check for them).
         self.delivery: Delivery
+        self.channels: ChannelRegistry
+        self.publisher: PublishPipeline
+        self.removals: Removals
+        self.heartbeats: Heartbeats
+        self.connections: ConnectionRequests
+        self.subscriptions: SubscribeRequests
 
     @property
     def state(self) -> str:
@@ -143,24 +162,20 @@ class StreamingServer:
             )
         except (NatsError, OSError) as exc:
             raise StartupError(str(exc) or type(exc).__name__) from exc
+        nats_backed = self.store.capability(NATS_BACKED)
         try:
-            await self.store.connect(endpoint)
+            if nats_backed is not None:
+                await nats_backed.connect(endpoint)
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
         await self.mode.before_recovery(self)
-        self.delivery = Delivery(self.loop, self.conn.publish, self.conn.publish_run, self.log)
-        self.channels = ChannelRegistry(
-            self.store, self.loop, self.publisher.request_deletion, self._channel_created
-        )
-        if plan.partitioning:
-            names = [channel.name for channel in plan.store_limits.channels]
-            if not names:
-                raise StartupError(NO_CONFIGURED_CHANNEL)
-            self.partitions = Partitions(self, names)
+        self._build_core()
+        if self.partitions is not None:
             self.partitions.listen()
             await self.partitions.exchange()
         self.recover_state()
         await self.mode.before_listening(self)
+        self._build_requests()
         self.control.start()
         self.publisher.start()
         self._listen()
@@ -171,7 +186,7 @@ class StreamingServer:
         self.ready = True
         for client in list(self.clients.by_id.values()):
             self.heartbeats.start(client)
-        recovery.start_recovered(self, self._recovered)
+        recovery.start_recovered(self.loop, self.delivery, self._recovered)
         self._recovered = []
         for channel in list(self.channels.channels.values()):
             self.channels.arm_age_timer(channel)
@@ -179,6 +194,104 @@ class StreamingServer:
         # Everything recovered lives as long as the server: keep it out of the cyclic
         # collector's full passes (with 100k subscriptions each pass stalled the loop ~1 s).
         gc.freeze()
+
+    def _build_core(self) -> None:
+        """What the recovered state lives in and what stores into it, built once the mode
+        lets this server read the store: delivery (sends on ``conn``), the channel
+        registry, the partitions when partitioning, and the publish pipeline."""
+        plan, log, store, conn = self.plan, self.log, self.store, self.conn
+        delivery = self.delivery = Delivery(self.loop, conn.publish, conn.publish_run, log)
+        # The one cycle here: the registry hands a channel past max_inactivity to the
+        # publisher (which deletes it between two batches), and the publisher stores into
+        # the registry's channels. The registry comes first, with a callback reaching the
+        # publisher built below; its timers run only once the server serves.
+        publisher: PublishPipeline
+
+        def delete_between_batches(channel: Channel) -> None:
+            publisher.request_deletion(channel)
+
+        channels = self.channels = ChannelRegistry(
+            store, self.loop, delete_between_batches, partial(_log_created, log)
+        )
+        if plan.partitioning:
+            names = [channel.name for channel in plan.store_limits.channels]
+            if not names:
+                raise StartupError(NO_CONFIGURED_CHANNEL)
+            self.partitions = Partitions(
+                names,
+                cluster_id=plan.cluster_id,
+                server_id=self.server_id,
+                conn=conn,
+                fatal=self.fatal,
+            )
+        publisher = self.publisher = PublishPipeline(
+            plan=plan,
+            log=log,
+            store=store,
+            clients=self.clients,
+            channels=channels,
+            delivery=delivery,
+            conn=conn,
+            partitioned=self.partitions is not None,
+        )
+
+    def _build_requests(self) -> None:
+        """The handlers of client requests, built once the state they answer about is
+        final (a mode's before_listening may recover it again), in the order their
+        dependencies allow: removals closes clients for the heartbeats and connections
+        (heartbeats time them out, connections start their heartbeats: the closing is
+        Removals', so neither needs the other), subscriptions replace durables with it."""
+        plan, log, clients, control = self.plan, self.log, self.clients, self.control
+        conn, acks_conn = self.conn, self.acks_conn
+        barrier = partial(_ack_barrier, acks_conn)
+        removals = self.removals = Removals(
+            log=log,
+            clients=clients,
+            store=self.store,
+            channels=self.channels,
+            delivery=self.delivery,
+            partitions=self.partitions,
+            control=control,
+            conn=conn,
+            acks_conn=acks_conn,
+            ack_barrier=barrier,
+        )
+        heartbeats = self.heartbeats = Heartbeats(
+            plan=plan,
+            log=log,
+            clients=clients,
+            control=control,
+            acks_conn=acks_conn,
+            ack_barrier=barrier,
+            close_client=removals.close_client,
+        )
+        self.connections = ConnectionRequests(
+            log=log,
+            info=self.info,
+            ping_subject=self.ping_subject,
+            clients=clients,
+            store=self.store,
+            control=control,
+            conn=conn,
+            acks_conn=acks_conn,
+            ack_barrier=barrier,
+            heartbeats=heartbeats,
+            close_client=removals.close_client,
+        )
+        self.subscriptions = SubscribeRequests(
+            plan=plan,
+            log=log,
+            clients=clients,
+            channels=self.channels,
+            delivery=self.delivery,
+            partitions=self.partitions,
+            control=control,
+            conn=conn,
+            acks_conn=acks_conn,
+            ack_barrier=barrier,
+            new_inbox=conn.new_inbox,
+            remove=removals.remove,
+        )
 
     def recover_state(self, *, quiet: bool = False) -> None:
         """Rebuild clients, channels and subscriptions from the store. Run once at start;
@@ -206,7 +319,7 @@ class StreamingServer:
             info.sub_close = f"_STAN.subclose.{info.cluster_id}"
             self.store.init(info)
         self.info = info
-        self._recovered.extend(recovery.rebuild(self, state))
+        self._recovered.extend(recovery.rebuild(self.clients, self.channels, state))
         if not quiet:
             log.notice(f"Recovered {len(state.channels)} channel(s)")
 
@@ -225,8 +338,9 @@ class StreamingServer:
         sids.append(subscribe(info.sub_close, self.removals.on_sub_close))
         sids.append(subscribe(info.close, self.connections.on_close))
         sids.append(subscribe(self.ping_subject, self.connections.on_ping))
+        acks_conn, on_ack = self.acks_conn, self.delivery.on_ack
         for sub in self._recovered:
-            self.attach_ack_inbox(sub)
+            sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
         self.mode.listening(self)
         self._log_subjects()
 
@@ -238,16 +352,6 @@ class StreamingServer:
         debug(f"Subscription Close subject: {info.sub_close}")
         debug(f"Unsubscribe subject:        {info.unsubscribe}")
         debug(f"Close subject:              {info.close}")
-
-    def attach_ack_inbox(self, sub: Subscription) -> None:
-        sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
-
-    async def ack_barrier(self) -> None:
-        """Process every ack that reached NATS before the request being handled, and have
-        NATS register every ack inbox subscribed before (a round trip on the acks
-        connection: NATS answers it after what it queued before)."""
-        with contextlib.suppress(NatsError, TimeoutError):
-            await self.acks_conn.flush(2.0)
 
     def log_store_banner(self) -> None:
         """The store and its limits, once: before "Streaming Server is ready", or earlier
@@ -261,30 +365,6 @@ class StreamingServer:
             log.notice(f"Store location: {plan.dir}")
         for line in render_store_limits(plan.store_limits):
             log.notice(line)
-
-    def _channel_created(self, channel: Channel) -> None:
-        self.log.debug(f'Channel "{channel.name}" has been created')
-
-    # -- channel deletion (max_inactivity) --------------------------------------------
-
-    async def delete_channel(self, channel: Channel) -> None:
-        """Called by the publish pipeline between batches."""
-        registry = self.channels
-        if registry.get(channel.name) is not channel:
-            return
-        if channel.has_active_subs():
-            channel.deleting = False
-            registry.start_inactivity_timer(channel)
-            return
-        for sub in list(channel.all_subscriptions()):
-            sub.removed = True
-            sub.cancel_ack_timer()
-        registry.remove(channel)
-        try:
-            self.store.delete_channel(channel.name)
-        except StoreError as exc:
-            self.log.error(f'Error deleting channel "{channel.name}": {exc}')
-        self.log.notice(f'Channel "{channel.name}" has been deleted')
 
     # -- connection events ------------------------------------------------------------
 
@@ -326,7 +406,7 @@ class StreamingServer:
             # inside the 30 s a service manager gives a stop.
             with contextlib.suppress(NatsError, TimeoutError):
                 await conn.flush(STOP_FLUSH_TIMEOUT)
-            await self.publisher.drain(STOP_DRAIN_TIMEOUT)
+            await self.publisher.drain(STOP_DRAIN_TIMEOUT)  # ready: everything is built
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.control.drain(), STOP_DRAIN_TIMEOUT)
         if conn is not None and not conn.is_closed:
@@ -336,11 +416,15 @@ class StreamingServer:
         await self.mode.stop()
         if self.partitions is not None:
             self.partitions.stop()
-        await self.connections.close()
-        await self.publisher.close()
+        connections: ConnectionRequests | None = getattr(self, "connections", None)
+        if connections is not None:
+            await connections.close()
+        publisher: PublishPipeline | None = getattr(self, "publisher", None)
+        if publisher is not None:
+            await publisher.close()
         await self.control.close()
         for client in list(self.clients.by_id.values()):
-            self.heartbeats.stop(client)
+            client.stop_heartbeats()
         if hasattr(self, "channels"):
             for channel in self.channels.channels.values():
                 channel.cancel_timers()

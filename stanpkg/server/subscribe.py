@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
@@ -18,7 +20,14 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import SubscribeHost
+    from stanpkg.plan.model import Plan
+    from stanpkg.server.channels import ChannelRegistry
+    from stanpkg.server.clients import ClientRegistry
+    from stanpkg.server.delivery import Delivery
+    from stanpkg.server.host import ChannelPartitions
+    from stanpkg.server.log import Logger
+    from stanpkg.server.serial import SerialExecutor
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["SubscribeRequests", "start_last_sent"]
 
@@ -47,16 +56,42 @@ def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
 
 
 class SubscribeRequests:
-    def __init__(self, server: SubscribeHost) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        log: Logger,
+        clients: ClientRegistry,
+        channels: ChannelRegistry,
+        delivery: Delivery,
+        partitions: ChannelPartitions | None,
+        control: SerialExecutor,
+        conn: NatsConnection,
+        acks_conn: NatsConnection,
+        ack_barrier: Callable[[], Awaitable[None]],
+        new_inbox: Callable[[], str],
+        remove: Callable[[Subscription, bool], None],
+    ) -> None:
+        self.replace_durable = plan.replace_durable
+        self.log = log
+        self.clients = clients
+        self.channels = channels
+        self.delivery = delivery
+        self.partitions = partitions
+        self.control = control
+        self.conn = conn
+        self.acks_conn = acks_conn  # where the subscriptions' ack inboxes are subscribed
+        self.ack_barrier = ack_barrier
+        self.new_inbox = new_inbox  # a subscription's ack inbox
+        self.remove = remove  # unsubscribe.Removals.remove: a replaced durable leaves
 
     def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:
-        self.server.control.submit(lambda: self._subscribe(reply, payload))
+        self.control.submit(lambda: self._subscribe(reply, payload))
 
     def _reply_error(self, reply: str, error: str) -> None:
         if reply:
             payload = pb.SubscriptionResponse(error=error).SerializeToString()
-            self.server.conn.publish(reply, payload)
+            self.conn.publish(reply, payload)
 
     def _validate(self, req: pb.SubscriptionRequest) -> str | None:
         return request_error(
@@ -64,59 +99,59 @@ class SubscribeRequests:
         )
 
     async def _subscribe(self, reply: str, payload: bytes) -> None:
-        server = self.server
+        log, clients = self.log, self.clients
         try:
             req = lenient.parse(pb.SubscriptionRequest, payload)
         except DecodeError:
-            server.log.error("Received invalid subscription request")
-            registered = server.clients.get
+            log.error("Received invalid subscription request")
+            registered = clients.get
             refusal = lenient.subscription_error(payload, lambda cid: registered(cid) is not None)
             self._reply_error(reply, refusal)
             return
         error = self._validate(req)
         if error is not None:
-            server.log.error(f"[Client:{req.clientID}] Invalid subscription request: {error}")
+            log.error(f"[Client:{req.clientID}] Invalid subscription request: {error}")
             self._reply_error(reply, error)
             return
-        if server.partitions is not None:
-            if not server.partitions.handles(req.subject):
+        if self.partitions is not None:
+            if not self.partitions.handles(req.subject):
                 return  # another server of the partition answers
-            if not await server.clients.wait_registered(req.clientID, _CLIENT_WAIT):
+            if not await clients.wait_registered(req.clientID, _CLIENT_WAIT):
                 self._reply_error(reply, errors.INVALID_SUB_REQ)
                 return
-        client = server.clients.get(req.clientID)
+        client = clients.get(req.clientID)
         if client is None:
-            server.log.error(f"[Client:{req.clientID}] Subscription request for unknown client")
+            log.error(f"[Client:{req.clientID}] Subscription request for unknown client")
             self._reply_error(reply, errors.UNKNOWN_CLIENT)
             return
         try:
-            channel = server.channels.lookup_or_create(req.subject)
+            channel = self.channels.lookup_or_create(req.subject)
         except ChannelError as exc:
             self._reply_error(reply, str(exc))
             return
         try:
             sub, resumed = self._create_or_resume(req, client, channel)
         except (StoreError, _Refused) as exc:
-            server.log.error(f"[Client:{req.clientID}] Subscription refused: {exc}")
+            log.error(f"[Client:{req.clientID}] Subscription refused: {exc}")
             self._reply_error(reply, str(exc))
             return
         self._attach(sub, client, channel)
         # The client acks as soon as it sees a message: NATS must have the ack inbox's SUB
         # (sent on the acks connection) before the reply or a delivery leaves on ``conn``,
         # or the first acks are dropped and their messages wait out ack_wait.
-        await asyncio.gather(channel.subs_store.flush(), server.ack_barrier())
+        await asyncio.gather(channel.subs_store.flush(), self.ack_barrier())
         if sub.removed or sub.client is not client:
             return  # the client went away while the store flushed
         if reply:
             resp = pb.SubscriptionResponse(ackInbox=sub.ack_inbox).SerializeToString()
-            server.conn.publish(reply, resp)
+            self.conn.publish(reply, resp)
         sub.ready = True
         kind = "durable " if sub.record.is_durable else ""
-        server.log.debug(
+        log.debug(
             f"[Client:{req.clientID}] {'Resumed' if resumed else 'Started new'} {kind}"
             f"subscription, subject={channel.name}, inbox={sub.inbox}, subid={sub.id}"
         )
-        server.delivery.resume(sub)
+        self.delivery.resume(sub)
 
     def _create_or_resume(
         self, req: pb.SubscriptionRequest, client: Client, channel: Channel
@@ -152,9 +187,9 @@ class SubscribeRequests:
             key = durable_key(req.clientID, channel.name, durable)
             existing = channel.durables.get(key)
             if existing is not None and existing.client is not None:
-                if not self.server.plan.replace_durable:
+                if not self.replace_durable:
                     raise _Refused(errors.DUPLICATE_DURABLE)
-                self.server.removals.remove(existing, unsubscribe=False)
+                self.remove(existing, False)  # closed, not unsubscribed: resumed below
             if existing is not None:
                 self._refresh(existing, req)
                 channel.plain.append(existing)
@@ -186,7 +221,7 @@ class SubscribeRequests:
         record = SubRecord(
             client_id=req.clientID,
             inbox=req.inbox,
-            ack_inbox=self.server.new_inbox(),
+            ack_inbox=self.new_inbox(),
             max_inflight=req.maxInFlight,
             ack_wait_secs=req.ackWaitInSecs,
             qgroup=qgroup,
@@ -201,7 +236,7 @@ class SubscribeRequests:
         """Resume: new client, inboxes and flow settings; position and pending kept."""
         record = sub.record
         record.client_id = req.clientID
-        record.ack_inbox = self.server.new_inbox()
+        record.ack_inbox = self.new_inbox()
         record.is_closed = False
         record.is_durable = True
         sub.inbox = req.inbox
@@ -212,13 +247,12 @@ class SubscribeRequests:
         sub.channel.subs_store.update(sub.to_record())
 
     def _attach(self, sub: Subscription, client: Client, channel: Channel) -> None:
-        server = self.server
         sub.client = client
         sub.hb_failed = client.failed_hbs > 0
         client.subs.append(sub)
         channel.index_sub(sub)
-        server.attach_ack_inbox(sub)
-        server.channels.stop_inactivity_timer(channel)
+        sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
+        self.channels.stop_inactivity_timer(channel)
 
 
 class _Refused(Exception):

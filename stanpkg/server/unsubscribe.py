@@ -1,8 +1,9 @@
-"""Unsubscribe, subscription close, and what leaving means for each kind of
-subscription (protocol.md §10, §11.1)."""
+"""Unsubscribe, subscription close, what leaving means for each kind of subscription,
+and closing a client, whose subscriptions all leave (protocol.md §4, §10, §11.1)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
@@ -11,70 +12,120 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, lenient
 from stanpkg.server.clients import Client
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
+from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.server.host import ChannelHost
+    from stanpkg.server.channels import ChannelRegistry
+    from stanpkg.server.clients import ClientRegistry
+    from stanpkg.server.delivery import Delivery
+    from stanpkg.server.host import ChannelPartitions
+    from stanpkg.server.log import Logger
+    from stanpkg.server.serial import SerialExecutor
+    from stanpkg.stores.base import Store
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Removals"]
 
 
 class Removals:
-    def __init__(self, server: ChannelHost) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        log: Logger,
+        clients: ClientRegistry,
+        store: Store,
+        channels: ChannelRegistry,
+        delivery: Delivery,
+        partitions: ChannelPartitions | None,
+        control: SerialExecutor,
+        conn: NatsConnection,
+        acks_conn: NatsConnection,
+        ack_barrier: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.log = log
+        self.clients = clients
+        self.store = store
+        self.channels = channels
+        self.delivery = delivery
+        self.partitions = partitions
+        self.control = control
+        self.conn = conn
+        self.acks_conn = acks_conn  # where the subscriptions' ack inboxes are subscribed
+        self.ack_barrier = ack_barrier
 
     # -- requests ---------------------------------------------------------------------
 
     def on_unsubscribe(self, subject: str, reply: str, payload: bytes) -> None:
-        self.server.control.submit(lambda: self._request(reply, payload, unsubscribe=True))
+        self.control.submit(lambda: self._request(reply, payload, unsubscribe=True))
 
     def on_sub_close(self, subject: str, reply: str, payload: bytes) -> None:
-        self.server.control.submit(lambda: self._request(reply, payload, unsubscribe=False))
+        self.control.submit(lambda: self._request(reply, payload, unsubscribe=False))
 
     def _reply(self, reply: str, error: str | None) -> None:
         if reply:
             payload = pb.SubscriptionResponse(error=error).SerializeToString() if error else b""
-            self.server.conn.publish(reply, payload)
+            self.conn.publish(reply, payload)
 
     async def _request(self, reply: str, payload: bytes, unsubscribe: bool) -> None:
-        server = self.server
+        log = self.log
         action = "unsub" if unsubscribe else "sub close"
         try:
             req = lenient.parse(pb.UnsubscribeRequest, payload)
         except DecodeError:
-            server.log.error(f"Invalid {action} request")
+            log.error(f"Invalid {action} request")
             self._reply(reply, lenient.unsubscribe_error(payload, self._has_channel, self._has_sub))
             return
-        if server.partitions is not None and not server.partitions.handles(req.subject):
+        if self.partitions is not None and not self.partitions.handles(req.subject):
             return  # another server of the partition answers
-        await server.ack_barrier()
-        channel = server.channels.get(req.subject)
+        await self.ack_barrier()
+        channel = self.channels.get(req.subject)
         if channel is None:
-            server.log.error(f"[Client:{req.clientID}] {action} request for unknown channel")
+            log.error(f"[Client:{req.clientID}] {action} request for unknown channel")
             self._reply(reply, errors.UNKNOWN_CHANNEL)
             return
         sub = channel.by_ack_inbox.get(req.inbox) or channel.by_inbox.get(req.inbox)
         if sub is None:
-            server.log.error(
-                f"[Client:{req.clientID}] {action} request for missing inbox {req.inbox}"
-            )
+            log.error(f"[Client:{req.clientID}] {action} request for missing inbox {req.inbox}")
             self._reply(reply, errors.INVALID_SUB)
             return
-        client = server.clients.get(req.clientID)
+        client = self.clients.get(req.clientID)
         if client is None or sub.client is not client:
-            server.log.error(f"[Client:{req.clientID}] {action} request for missing client")
+            log.error(f"[Client:{req.clientID}] {action} request for missing client")
             self._reply(reply, errors.UNKNOWN_CLIENT)
             return
         self.remove(sub, unsubscribe)
         await channel.subs_store.flush()
-        server.channels.start_inactivity_timer(channel)
+        self.channels.start_inactivity_timer(channel)
         self._reply(reply, None)
 
     def _has_channel(self, name: str) -> bool:
-        return self.server.channels.get(name) is not None
+        return self.channels.get(name) is not None
 
     def _has_sub(self, name: str, inbox: str) -> bool:
-        channel = self.server.channels.get(name)
+        channel = self.channels.get(name)
         return channel is not None and (inbox in channel.by_ack_inbox or inbox in channel.by_inbox)
+
+    # -- closing a client -------------------------------------------------------------
+
+    async def close_client(self, client_id: str, expected: Client | None = None) -> str | None:
+        """Close a client like a CloseRequest does (the close request, a connect replacing
+        a client that no longer answers, heartbeats timing out); ``expected`` guards
+        against closing a client that replaced the one a timer or probe was about."""
+        log = self.log
+        client = self.clients.get(client_id)
+        if client is None or (expected is not None and client is not expected):
+            log.error(f"Unknown client {client_id!r} in close request")
+            return errors.UNKNOWN_CLIENT
+        # v0.25: unregister first, so a reconnecting client cannot race the removals.
+        self.clients.unregister(client_id)
+        client.stop_heartbeats()
+        try:
+            self.store.delete_client(client_id)
+        except StoreError as exc:
+            log.error(f"Error unregistering client {client_id!r}: {exc}")
+        await self.remove_client_subscriptions(client)
+        log.debug(f"[Client:{client_id}] Closed (Inbox={client.hb_inbox})")
+        return None
 
     async def remove_client_subscriptions(self, client: Client) -> None:
         """Connection closed or lost: every subscription of the client leaves."""
@@ -82,7 +133,7 @@ class Removals:
         for sub in list(client.subs):
             channels[sub.channel.name] = sub.channel
             self.remove(sub, unsubscribe=False)
-        registry = self.server.channels
+        registry = self.channels
         for name, channel in channels.items():
             await channel.subs_store.flush()
             live = registry.get(name)
@@ -93,11 +144,10 @@ class Removals:
 
     def _detach(self, sub: Subscription) -> None:
         """Stop deliveries and acks: common to every kind of departure."""
-        server = self.server
         sub.ready = False
         sub.cancel_ack_timer()
         if sub.ack_sid is not None:
-            server.acks_conn.unsubscribe(sub.ack_sid)
+            self.acks_conn.unsubscribe(sub.ack_sid)
             sub.ack_sid = None
         sub.channel.unindex_sub(sub)
         client = sub.client
@@ -138,7 +188,7 @@ class Removals:
         if group.members:
             moved = set(sub.pending)
             held_last = sub.last_sent == group.last_sent
-            self.server.delivery.transfer_pending(sub, group)
+            self.delivery.transfer_pending(sub, group)
             sub.removed = True
             store.delete(sub.id)
             if held_last and group.last_sent not in moved:

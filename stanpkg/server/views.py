@@ -12,10 +12,12 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from stanpkg.plan.limits import Limits, StoreLimits
-from stanpkg.stores.base import StandbyChannel, StandbyState, StandbySubscription
+from stanpkg.stores.base import REPLICATED, StandbyChannel, StandbyState, StandbySubscription
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel, ChannelRegistry
+    from stanpkg.server.delivery import Delivery
+    from stanpkg.server.publish import PublishPipeline
     from stanpkg.server.server import StreamingServer
     from stanpkg.server.subscriptions import QueueGroup, Subscription
 
@@ -244,7 +246,8 @@ class ServerView:
         server = self._server
         if not server.standing_by:
             return None
-        state = server.store.standby_state()
+        replicated = server.store.capability(REPLICATED)
+        state = replicated.standby_state() if replicated is not None else None
         if state is None:
             return None
         index = self._standby_index
@@ -386,8 +389,9 @@ class ServerView:
                 msgs += stored
                 size += nbytes
                 subs += _count_subscriptions(channel)
-        publisher = server.publisher
-        delivery = getattr(server, "delivery", None)
+        # Built by start(): a request may come in while the server connects or stands by.
+        publisher: PublishPipeline | None = getattr(server, "publisher", None)
+        delivery: Delivery | None = getattr(server, "delivery", None)
         stats = delivery.stats if delivery is not None else None
         return ServerTotals(
             clients=clients,
@@ -395,8 +399,8 @@ class ServerView:
             channels=count,
             total_msgs=msgs,
             total_bytes=size,
-            in_msgs=publisher.in_msgs,
-            in_bytes=publisher.in_bytes,
+            in_msgs=publisher.in_msgs if publisher is not None else 0,
+            in_bytes=publisher.in_bytes if publisher is not None else 0,
             out_msgs=stats.out_msgs if stats is not None else 0,
             out_bytes=stats.out_bytes if stats is not None else 0,
             redelivered_msgs=stats.redelivered_msgs if stats is not None else 0,

@@ -12,10 +12,12 @@ Design rules an implementation can rely on, and must honour:
   points (after a publish batch is stored, after the batch's deliveries, after creating
   or removing subscriptions). A durable store may buffer every write until then and
   may move an fsync to a thread there; MEMORY returns at once.
-* Messages arrive in batches: :meth:`MessageStore.store` takes every message of one
-  publish batch for that channel, already encoded as the ``pb.MsgProto`` bytes that
-  subscribers receive (``redelivered`` unset), with consecutive sequences starting at
-  ``last_sequence + 1``. The store keeps those bytes and returns them from ``lookup``.
+* Messages arrive in batches: :meth:`MessageStore.store` takes a :class:`MessageBatch`,
+  the messages of one publish batch for that channel as values ((reply, data) pairs, one
+  timestamp for the batch, the publish IDs). The store numbers them (``last + 1`` …),
+  encodes the ``pb.MsgProto`` records subscribers receive (``redelivered`` unset) with
+  :class:`~stanpkg.proto.encoders.MsgEncoder`, keeps those bytes for ``lookup``, and
+  returns the :class:`StoredRun` it assigned. Callers never predict sequences.
 * Limits come from :class:`~stanpkg.plan.limits.StoreLimits`: the store enforces
   ``max_channels`` (:meth:`Store.create_channel`), ``max_subs``
   (:meth:`SubscriptionStore.create`), and ``max_msgs``/``max_bytes`` (oldest messages
@@ -25,6 +27,11 @@ Design rules an implementation can rely on, and must honour:
   which keeps mutating them: a store serializes or copies them, never keeps them.
 * :class:`StoreError` texts reach clients verbatim (PubAck / SubscriptionResponse /
   ConnectResponse errors), so limit errors use the reference's exact wording.
+* What only some stores can do has no default on :class:`Store`: it is a capability, a
+  small protocol (:class:`NatsBackedStore`, :class:`LockableStore`,
+  :class:`ReplicatedStore`) that a caller asks for with :meth:`Store.capability` and
+  must handle being absent. A wrapper (stores/delegating.py) forwards every method of
+  the interface, ``capability`` included, so nothing falls back to a default silently.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from stanpkg.plan.limits import Limits, StoreLimits
 
@@ -41,16 +48,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FT_STORES_ONLY",
+    "LOCKABLE",
+    "NATS_BACKED",
+    "REPLICATED",
     "TOO_MANY_CHANNELS",
     "TOO_MANY_SUBS",
     "BaseStore",
     "BaseSubscriptionStore",
+    "Capability",
     "ChannelStore",
     "ClientRecord",
+    "LockableStore",
+    "MessageBatch",
     "MessageStore",
+    "NatsBackedStore",
     "RecoveredChannel",
     "RecoveredState",
     "RecoveredSubscription",
+    "ReplicatedStore",
     "SequenceBookkeeping",
     "ServerInfo",
     "StandbyChannel",
@@ -59,6 +74,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLog",
+    "StoredRun",
     "SubRecord",
     "SubscriptionStore",
 ]
@@ -192,6 +208,26 @@ class StandbyState:
     read_at: float
 
 
+class MessageBatch(NamedTuple):
+    """The messages of one publish batch for one channel, as the server received them."""
+
+    #: Unix ns, the same for every message of the batch (never before the channel's last).
+    timestamp: int
+    #: (reply, data) of each message, in publish order (the MsgProto's reply and data).
+    messages: Sequence[tuple[str, bytes]]
+    #: The publishers' message IDs, one per message, for a store that deduplicates (see
+    #: :attr:`MessageStore.deduplicates`); may be empty (then no message has one).
+    guids: Sequence[str] = ()
+
+
+class StoredRun(NamedTuple):
+    """The sequences :meth:`MessageStore.store` gave a batch: ``first`` to ``last``
+    (``last == first - 1`` for an empty batch)."""
+
+    first: int
+    last: int
+
+
 class MessageStore(ABC):
     """One channel's message log."""
 
@@ -209,12 +245,6 @@ class MessageStore(ABC):
         """Highest sequence ever stored (0 if none); survives removal of every message."""
 
     @property
-    def last_assigned_sequence(self) -> int:
-        """The sequence of the newest message handed to :meth:`store`, written or still
-        being written (see :meth:`begin_flush`): the next message takes the one after."""
-        return self.last_sequence
-
-    @property
     @abstractmethod
     def last_timestamp(self) -> int:
         """Timestamp (Unix ns) of the newest message ever stored, 0 if none."""
@@ -224,20 +254,14 @@ class MessageStore(ABC):
         """(number of stored messages, their total size as the store counts it)."""
 
     @abstractmethod
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        """Append encoded MsgProtos with sequences ``last_sequence + 1 …``, then drop the
-        oldest messages while ``max_msgs``/``max_bytes`` are exceeded (keeping at least
-        the newest). Raises :class:`StoreError` if nothing could be stored. ``guids`` are
-        the publishers' message IDs, for a store that deduplicates (see
-        :attr:`deduplicates`); others ignore them. ``fields``, when the caller has them:
-        the (reply, data) of each record, for a store that keeps them apart (it need not
-        decode the records)."""
+    def store(self, batch: MessageBatch) -> StoredRun:
+        """Append the batch's messages with the next sequences (after every message
+        handed to ``store`` before, written or still being written: see
+        :meth:`begin_flush`), encoded as MsgProtos of this channel stamped
+        ``batch.timestamp``; then drop the oldest messages while ``max_msgs``/``max_bytes``
+        are exceeded (keeping at least the newest). Returns the sequences assigned.
+        Raises :class:`StoreError` if nothing could be stored. A store that does not
+        deduplicate ignores ``batch.guids``."""
 
     @abstractmethod
     def lookup(self, sequence: int) -> bytes | None:
@@ -260,8 +284,8 @@ class MessageStore(ABC):
         go). Returns the timestamp of the oldest remaining message, 0 if none (or if
         the channel has no age limit), so the caller can arm its next check."""
 
-    #: True when the store remembers recent publish IDs (``guids`` of :meth:`store`): the
-    #: server then asks :meth:`has_guid` and acknowledges a resend without storing it.
+    #: True when the store remembers recent publish IDs (``batch.guids`` of :meth:`store`):
+    #: the server then asks :meth:`has_guid` and acknowledges a resend without storing it.
     deduplicates: bool = False
 
     def has_guid(self, guid: str) -> bool:
@@ -392,6 +416,78 @@ class ChannelStore:
     limits: Limits
 
 
+# -- capabilities: what only some stores can do -------------------------------------------
+
+
+@runtime_checkable
+class NatsBackedStore(Protocol):
+    """A store kept in NATS itself (the clustered store)."""
+
+    @abstractmethod
+    async def connect(self, endpoint: NatsEndpoint) -> None:
+        """Called once the server's NATS connections are up, before recovery."""
+
+
+@runtime_checkable
+class LockableStore(Protocol):
+    """A store that servers can share, one using it at a time (fault-tolerant mode: FILE
+    and SQL; the clustered store's lease)."""
+
+    @abstractmethod
+    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
+        """One attempt to become the only server using this store; True when this store
+        now holds the lock (until ``close``), False when another server does.
+        ``on_lost(reason)`` is called if the lock is lost later. Raises StoreError for
+        any other failure."""
+
+
+@runtime_checkable
+class ReplicatedStore(Protocol):
+    """A store replicated on the cluster's nodes (the clustered store)."""
+
+    @abstractmethod
+    def standby_state(self) -> StandbyState | None:
+        """While this node stands by: the last known state of the node that serves, if
+        it could be read (never blocks); None before that, and once this node serves."""
+
+    @abstractmethod
+    def lock_holder_silent(self) -> bool:
+        """While this node waits for the lock, True when its holder has not renewed it
+        for half the lease time (a takeover may follow), and from when this node holds
+        it: no other node serves."""
+
+    @abstractmethod
+    async def remove_cluster_node(self, node_id: str) -> None:
+        """Move the replicas this store keeps on node ``node_id`` to the cluster's other
+        servers (StoreError when that cannot be done)."""
+
+
+_C = TypeVar("_C")
+
+
+class Capability(Generic[_C]):
+    """Names a capability protocol for :meth:`Store.capability`, typed: a store has it
+    when it implements the protocol. (A key rather than the protocol class itself:
+    mypy accepts no protocol where ``type[T]`` is expected.)"""
+
+    __slots__ = ("protocol",)
+
+    def __init__(self, protocol: type) -> None:
+        self.protocol = protocol  # a runtime-checkable Protocol
+
+    def of(self, store: object) -> _C | None:
+        """``store`` itself when it implements the protocol, else None."""
+        return cast(_C, store) if isinstance(store, self.protocol) else None
+
+    def __repr__(self) -> str:
+        return f"Capability({self.protocol.__name__})"
+
+
+NATS_BACKED: Capability[NatsBackedStore] = Capability(NatsBackedStore)
+LOCKABLE: Capability[LockableStore] = Capability(LockableStore)
+REPLICATED: Capability[ReplicatedStore] = Capability(ReplicatedStore)
+
+
 class Store(ABC):
     """The whole store: server info, clients, channels."""
 
@@ -436,33 +532,10 @@ class Store(ABC):
     def close(self) -> None:
         """Flush and release everything."""
 
-    async def connect(self, endpoint: NatsEndpoint) -> None:  # noqa: B027 - most stores: nothing
-        """Called once the server's NATS connections are up, before recovery: a store
-        kept in NATS itself (the clustered store) connects here; others need nothing."""
-
-    def standby_state(self) -> StandbyState | None:
-        """While this node stands by: the last known state of the node that serves, if
-        the store can read it without serving (the clustered store can); never blocks.
-        None for every other store, and once this node serves."""
-        return None
-
-    def lock_holder_silent(self) -> bool:
-        """Clustered: while this node waits for the lock, True when its holder has not
-        renewed it for half the lease time (a takeover may follow), and from when this
-        node holds it: no other node serves. False for every other store."""
-        return False
-
-    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
-        """Fault-tolerant mode: one attempt to become the only server using this store;
-        True when this store now holds the lock (until ``close``), False when another
-        server does. ``on_lost(reason)`` is called if the lock is lost later. Raises
-        StoreError for any other failure, or when the store cannot be shared."""
-        raise StoreError(FT_STORES_ONLY)
-
-    async def remove_cluster_node(self, node_id: str) -> None:
-        """Clustered mode: move the replicas this store keeps on node ``node_id`` to
-        the cluster's other servers (StoreError when that cannot be done)."""
-        raise StoreError("this store is not replicated")
+    def capability(self, kind: Capability[_C]) -> _C | None:
+        """This store as ``kind`` (see :class:`Capability`), or None when it does not
+        have that capability. A wrapper answers for the store it wraps."""
+        return kind.of(self)
 
 
 class BaseStore(Store):

@@ -1,8 +1,8 @@
 """Encryption at rest for any store: a wrapper, as the reference's ``cryptostore.go``.
 
-:class:`EncryptingStore` delegates everything to the store it wraps; only each channel's
-message store is wrapped, encrypting the ``data`` of every MsgProto on the way in and
-decrypting it on the way out (spec/encryption.md). The records the inner store holds
+:class:`EncryptingStore` delegates everything to the store it wraps (stores/delegating.py);
+only each channel's message store is wrapped, encrypting the ``data`` of every message on
+the way in and decrypting it on the way out (spec/encryption.md). The records the inner store holds
 are byte for byte what the Go server writes, so a FILE store stays readable both ways.
 Unencrypted plans get no wrapper at all.
 """
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
@@ -22,13 +21,12 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     ChannelStore,
-    ClientRecord,
+    MessageBatch,
     MessageStore,
     RecoveredChannel,
     RecoveredState,
-    ServerInfo,
-    StandbyState,
     Store,
+    StoredRun,
     StoreError,
     StoreLog,
 )
@@ -39,10 +37,8 @@ from stanpkg.stores.crypto import (
     cipher_code,
     master_key_hash,
 )
+from stanpkg.stores.delegating import DelegatingMessageStore, DelegatingStore
 from stanpkg.stores.recent import RecentRecords
-
-if TYPE_CHECKING:
-    from stanpkg.transport.endpoint import NatsEndpoint
 
 __all__ = [
     "KEY_CHECK_MESSAGES",
@@ -50,7 +46,6 @@ __all__ = [
     "EncryptingStore",
     "StoreEncryption",
     "decrypt_record",
-    "encrypt_record",
     "encryption_from_plan",
 ]
 
@@ -86,11 +81,6 @@ def encryption_from_plan(plan: Plan) -> StoreEncryption | None:
     return StoreEncryption(os.fsencode(secret), code)  # the value's raw bytes, untrimmed
 
 
-def encrypt_record(record: bytes, cipher: PayloadCipher) -> bytes:
-    """The MsgProto as stored: ``data`` replaced by its encrypted form (empty stays)."""
-    return _with_data(record, cipher.encrypt)
-
-
 def decrypt_record(record: bytes, cipher: PayloadCipher) -> bytes:
     """The MsgProto as delivered: ``data`` decrypted (data without a cipher code is
     plaintext, written before encryption was turned on)."""
@@ -105,67 +95,33 @@ def _with_data(record: bytes, transform: Callable[[bytes], bytes]) -> bytes:
     return msg.SerializeToString()
 
 
-class EncryptingMessageStore(MessageStore):
+class EncryptingMessageStore(DelegatingMessageStore):
     """One channel's messages, encrypted in ``inner``."""
 
     def __init__(
         self, inner: MessageStore, name: str, cipher: PayloadCipher, owner: EncryptingStore
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.name = name
         self.cipher = cipher
-        self.limits = inner.limits
         self._owner = owner
         self._recent = RecentRecords(RECENT_MAX_MSGS, RECENT_MAX_BYTES, RECENT_IDLE_SECONDS)
         self._lookup_errors: set[int] = set()
-        self.deduplicates = inner.deduplicates
 
-    def has_guid(self, guid: str) -> bool:
-        return self.inner.has_guid(guid)
-
-    @property
-    def first_sequence(self) -> int:
-        return self.inner.first_sequence
-
-    @property
-    def last_sequence(self) -> int:
-        return self.inner.last_sequence
-
-    @property
-    def last_assigned_sequence(self) -> int:
-        return self.inner.last_assigned_sequence
-
-    @property
-    def last_timestamp(self) -> int:
-        return self.inner.last_timestamp
-
-    def state(self) -> tuple[int, int]:
-        return self.inner.state()
-
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        if not records:
-            return
-        inner, cipher = self.inner, self.cipher
-        first = inner.last_assigned_sequence + 1
-        if len(fields) == len(records) and timestamps.count(timestamps[0]) == len(timestamps):
-            # A publish batch: its records are the encoder's of (reply, data), one stamp,
-            # so the encrypted ones are built the same way, without decoding any.
-            sealed = [(reply, cipher.encrypt(data)) for reply, data in fields]
-            encoder = MsgEncoder(self.name, timestamps[0])
-            inner.store(encoder.encode_run(first, sealed), timestamps, guids, sealed)
-        else:
-            inner.store([encrypt_record(r, cipher) for r in records], timestamps, guids)
+    def store(self, batch: MessageBatch) -> StoredRun:
+        encrypt = self.cipher.encrypt
+        sealed = [(reply, encrypt(data)) for reply, data in batch.messages]
+        run = self.inner.store(MessageBatch(batch.timestamp, sealed, batch.guids))
+        if run.last < run.first:
+            return run
+        # The plaintext records, for the deliveries that follow at once.
+        records = MsgEncoder(self.name, batch.timestamp).encode_run(run.first, batch.messages)
         now = time.monotonic()
         recent = self._recent
-        recent.remember(records, first, now)
-        recent.forget_before(inner.first_sequence)  # the limits may have removed some
+        recent.remember(records, run.first, now)
+        recent.forget_before(self.inner.first_sequence)  # the limits may have removed some
         self._owner.drop_idle_plaintext(now)
+        return run
 
     def lookup(self, sequence: int) -> bytes | None:
         recent = self._recent
@@ -181,6 +137,10 @@ class EncryptingMessageStore(MessageStore):
             self._report_lookup_error(sequence, exc)
             return None
 
+    def lookup_run(self, first: int, last: int) -> list[bytes | None]:
+        lookup = self.lookup  # decrypted, not the inner store's run
+        return [lookup(seq) for seq in range(first, last + 1)]
+
     def _report_lookup_error(self, sequence: int, exc: Exception) -> None:
         # Once per message: a subscriber stuck on it would otherwise flood the log.
         errors = self._lookup_errors
@@ -189,12 +149,6 @@ class EncryptingMessageStore(MessageStore):
         errors.add(sequence)
         hint = "; wrong encryption key?" if isinstance(exc, EncryptionError) else ""
         self._owner.log.error(f"Error looking up message {self.name}:{sequence} ({exc}{hint})")
-
-    def locate(self, sequence: int) -> str:
-        return self.inner.locate(sequence)
-
-    def sequence_at_or_after(self, timestamp: int) -> int:
-        return self.inner.sequence_at_or_after(timestamp)
 
     def expire(self, now: int) -> int:
         oldest = self.inner.expire(now)
@@ -252,13 +206,11 @@ class EncryptingMessageStore(MessageStore):
         self.inner.close()
 
 
-class EncryptingStore(Store):
+class EncryptingStore(DelegatingStore):
     """Any store, its message payloads encrypted at rest."""
 
     def __init__(self, inner: Store, key: bytes, cipher: int, log: StoreLog) -> None:
-        self.inner = inner
-        self.type_name = inner.type_name
-        self.pipelines_writes = inner.pipelines_writes
+        super().__init__(inner)
         self.log = log
         self._key_hash = master_key_hash(key)
         self._cipher = cipher
@@ -288,15 +240,6 @@ class EncryptingStore(Store):
             channels.append(RecoveredChannel(wrapped, recovered.subscriptions))
         return RecoveredState(state.info, state.clients, channels)
 
-    def init(self, info: ServerInfo) -> None:
-        self.inner.init(info)
-
-    def add_client(self, record: ClientRecord) -> None:
-        self.inner.add_client(record)
-
-    def delete_client(self, client_id: str) -> None:
-        self.inner.delete_client(client_id)
-
     def create_channel(self, name: str) -> ChannelStore:
         wrapped = self._channels.get(name)
         if wrapped is not None:
@@ -320,18 +263,3 @@ class EncryptingStore(Store):
     def close(self) -> None:
         self._channels.clear()
         self.inner.close()
-
-    async def connect(self, endpoint: NatsEndpoint) -> None:
-        await self.inner.connect(endpoint)
-
-    def standby_state(self) -> StandbyState | None:
-        return self.inner.standby_state()  # counts only: nothing to decrypt
-
-    def lock_holder_silent(self) -> bool:
-        return self.inner.lock_holder_silent()
-
-    async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
-        return await self.inner.acquire_exclusive_lock(on_lost)
-
-    async def remove_cluster_node(self, node_id: str) -> None:
-        await self.inner.remove_cluster_node(node_id)

@@ -18,15 +18,18 @@ from collections.abc import Sequence
 from stanpkg.hot_path import mypyc_attr
 from stanpkg.plan.limits import Limits, StoreLimits
 from stanpkg.plan.units import friendly_bytes
+from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     BaseStore,
     BaseSubscriptionStore,
     ChannelStore,
     ClientRecord,
+    MessageBatch,
     MessageStore,
     RecoveredState,
     SequenceBookkeeping,
     ServerInfo,
+    StoredRun,
     StoreError,
     StoreLog,
     SubRecord,
@@ -99,7 +102,7 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         self._count = 0
         self._bytes = 0
         self._hit_limit = False
-        # The records of the latest store() call, as given (see lookup).
+        # The records of the latest batch stored, as encoded (see lookup).
         self._recent: Sequence[bytes] = ()
         self._recent_first = 0
 
@@ -123,13 +126,19 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         self._firsts.append(first)
         return seg
 
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
+    def store(self, batch: MessageBatch) -> StoredRun:
+        first = self._last + 1
+        messages = batch.messages
+        if not messages:
+            return StoredRun(first, self._last)
+        stamp = batch.timestamp
+        records = MsgEncoder(self.channel, stamp).encode_run(first, messages)
+        self.append_records(records, [stamp] * len(records))
+        return StoredRun(first, self._last)
+
+    def append_records(self, records: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        """Append MsgProtos encoded already, numbered ``last_sequence + 1 …`` (the
+        clustered store's copy of its stream), then apply the count and size limits."""
         if not records:
             return
         seg = self._segments[-1] if self._segments else None

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from stanpkg.plan.compile import compile_args
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError, SubRecord
+from stanpkg.stores.base import ClientRecord, MessageBatch, ServerInfo, StoreError, SubRecord
 from stanpkg.stores.file import FileStore, FileStoreConfig, config_from_plan
 from stanpkg.stores.file.format import RecordScan
 from stanpkg.stores.file.format.framing import VERSION_HEADER
@@ -73,13 +73,8 @@ def write_store(root: Path) -> None:
     store.add_client(ClientRecord("me", "_INBOX.hb"))
     for name, count in (("ch", 23), ("other.ch", 7)):
         channel = store.create_channel(name)
-        records = [
-            pb.MsgProto(
-                sequence=seq, subject=name, data=f"{name} {seq}".encode() * 3, timestamp=T0 + seq
-            ).SerializeToString()
-            for seq in range(1, count + 1)
-        ]
-        channel.msgs.store(records, [T0 + seq for seq in range(1, count + 1)])
+        for seq in range(1, count + 1):  # one batch each, stamped T0 + seq
+            channel.msgs.store(MessageBatch(T0 + seq, [("", f"{name} {seq}".encode() * 3)]))
         channel.subs.create(
             SubRecord("me", "_INBOX.in", "_INBOX.ack", 10, 30, durable_name="d", is_durable=True)
         )

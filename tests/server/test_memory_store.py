@@ -7,7 +7,14 @@ import pytest
 from stanpkg.plan.limits import DEFAULT_LIMITS, Limits, StoreLimits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
-from stanpkg.stores.base import TOO_MANY_CHANNELS, TOO_MANY_SUBS, StoreError, SubRecord
+from stanpkg.stores.base import (
+    TOO_MANY_CHANNELS,
+    TOO_MANY_SUBS,
+    MessageBatch,
+    StoredRun,
+    StoreError,
+    SubRecord,
+)
 from stanpkg.stores.memory import MAX_SEGMENT_BYTES, MemoryMessageStore, MemoryStore
 from tests.server.conftest import LogCapture
 
@@ -29,11 +36,18 @@ def _record(seq: int, size: int = 100, stamp: int = 0) -> bytes:
     ).SerializeToString()
 
 
+def _messages(count: int, size: int = 100) -> list[tuple[str, bytes]]:
+    """The (reply, data) of ``count`` messages, as :func:`_record` has them."""
+    return [("", b"x" * size)] * count
+
+
 def _fill(store: MemoryMessageStore, count: int, size: int = 100, stamp0: int = 1000) -> None:
+    """``count`` messages in batches of 1000, each stamped ``stamp0 + its first sequence``."""
     first = store.last_sequence + 1
     for start in range(first, first + count, 1000):
-        seqs = range(start, min(start + 1000, first + count))
-        store.store([_record(s, size, stamp0 + s) for s in seqs], [stamp0 + s for s in seqs])
+        end = min(start + 1000, first + count)
+        run = store.store(MessageBatch(stamp0 + start, _messages(end - start, size)))
+        assert run == StoredRun(start, end - 1)
 
 
 def test_empty_store() -> None:
@@ -77,7 +91,7 @@ def test_lookup_run_after_old_messages_were_dropped() -> None:
 def test_big_records_get_their_own_segment() -> None:
     store, _ = _store()
     big = _record(1, size=MAX_SEGMENT_BYTES + 10)
-    store.store([big, _record(2)], [1, 2])
+    store.store(MessageBatch(0, [*_messages(1, MAX_SEGMENT_BYTES + 10), *_messages(1)]))
     assert store.lookup(1) == big
     assert pb.MsgProto.FromString(store.lookup(2) or b"").sequence == 2
 
@@ -95,7 +109,7 @@ def test_max_bytes_keeps_the_newest() -> None:
     _fill(store, 50, size=100)
     count, size = store.state()
     assert size <= 1000 and store.last_sequence == 50 and count == size // len(_record(1))
-    store.store([_record(51, size=5000)], [1])
+    store.store(MessageBatch(1, _messages(1, size=5000)))
     assert store.state()[0] == 1 and store.first_sequence == 51
 
 
@@ -108,19 +122,21 @@ def test_segments_are_released_as_messages_go() -> None:
 
 def test_expire_and_first_after_everything_expired() -> None:
     store, _ = _store(max_age=100)
-    store.store([_record(1), _record(2), _record(3)], [1000, 1050, 1200])
+    for stamp in (1000, 1050, 1200):  # one batch each
+        store.store(MessageBatch(stamp, _messages(1)))
     assert store.expire(1150) == 1200  # 1 and 2 are at least 100 old
     assert store.first_sequence == 3
     assert store.expire(1300) == 0
     assert (store.first_sequence, store.last_sequence, store.state()) == (4, 3, (0, 0))
     assert store.sequence_at_or_after(0) == 4
-    store.store([_record(4)], [2000])
+    assert store.store(MessageBatch(2000, _messages(1))) == StoredRun(4, 4)
     assert (store.first_sequence, store.last_sequence) == (4, 4)
 
 
 def test_sequence_at_or_after() -> None:
     store, _ = _store()
-    store.store([_record(i) for i in range(1, 6)], [10, 20, 20, 30, 40])
+    for stamp, count in ((10, 1), (20, 2), (30, 1), (40, 1)):  # 1, 2-3, 4, 5
+        store.store(MessageBatch(stamp, _messages(count)))
     assert [store.sequence_at_or_after(t) for t in (0, 10, 15, 20, 35, 40, 41)] == [
         1,
         1,
@@ -143,7 +159,7 @@ def test_timestamps_shared_by_batches_across_segments_and_dropped_messages() -> 
         count = 1 + (batch * 37) % 500
         stamp += 0 if batch % 7 == 3 else 1 + batch % 5  # some batches share a time
         seqs = range(seq + 1, seq + count + 1)
-        store.store([_record(s, 150, stamp) for s in seqs], [stamp] * count)
+        assert store.store(MessageBatch(stamp, _messages(count, 150))) == (seqs[0], seqs[-1])
         stamps.update(dict.fromkeys(seqs, stamp))
         seq += count
     assert len(store._segments) > 2

@@ -21,6 +21,7 @@ from stanpkg.server.log import Logger
 from stanpkg.server.server import fresh_server_info
 from stanpkg.stores.base import (
     ClientRecord,
+    MessageBatch,
     RecoveredChannel,
     RecoveredState,
     RecoveredSubscription,
@@ -54,13 +55,7 @@ def _store_messages(
 ) -> RecoveredChannel:
     cs = store.create_channel(channel)
     stamp = time.time_ns() - int(age * 1e9)
-    records = [
-        pb.MsgProto(
-            sequence=i, subject=channel, data=f"m{i}".encode(), timestamp=stamp
-        ).SerializeToString()
-        for i in range(1, count + 1)
-    ]
-    cs.msgs.store(records, [stamp] * count)
+    cs.msgs.store(MessageBatch(stamp, [("", f"m{i}".encode()) for i in range(1, count + 1)]))
     original_delete = cs.subs.delete
 
     def delete(sub_id: int) -> None:

@@ -14,10 +14,8 @@ import pytest
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.proto.encoders import MsgEncoder
-from stanpkg.stores import encryption
-from stanpkg.stores.base import ChannelStore, Store, StoreError
-from stanpkg.stores.crypto import CIPHER_AES, OVERHEAD, PayloadCipher
+from stanpkg.stores.base import ChannelStore, MessageBatch, Store, StoredRun, StoreError
+from stanpkg.stores.crypto import CIPHER_AES, OVERHEAD
 from stanpkg.stores.encryption import (
     EncryptingMessageStore,
     EncryptingStore,
@@ -78,20 +76,29 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(scenario())
 
 
-def message(seq: int, data: bytes) -> bytes:
+def message(seq: int, data: bytes, reply: str = "", stamp: int = T0) -> bytes:
+    """The record of message ``seq`` as subscribers get it."""
     return pb.MsgProto(
-        sequence=seq, subject="foo", data=data, timestamp=T0 + seq
+        sequence=seq, subject="foo", reply=reply, data=data, timestamp=stamp
     ).SerializeToString()
 
 
+def payloads(first: int, count: int) -> list[tuple[str, bytes]]:
+    """The (reply, data) of messages ``first`` …"""
+    return [("", f"secret payload {s}".encode()) for s in range(first, first + count)]
+
+
 def messages(first: int, count: int) -> list[bytes]:
-    return [message(s, f"secret payload {s}".encode()) for s in range(first, first + count)]
+    """The records of :func:`payloads` stored in a batch stamped T0."""
+    return [message(s, data) for s, (_, data) in enumerate(payloads(first, count), first)]
 
 
-async def store_all(channel: ChannelStore, records: list[bytes]) -> None:
-    first = channel.msgs.last_sequence + 1
-    channel.msgs.store(records, [T0 + s for s in range(first, first + len(records))])
+async def store_all(channel: ChannelStore, batch: list[tuple[str, bytes]]) -> list[bytes]:
+    """Store one publish batch (stamped T0) and flush it; the records stored."""
+    first, last = channel.msgs.store(MessageBatch(T0, batch))
     await channel.msgs.flush()
+    sequences = range(first, last + 1)
+    return [message(seq, data, reply) for seq, (reply, data) in zip(sequences, batch, strict=True)]
 
 
 def started(store: Store) -> list[ChannelStore]:
@@ -128,8 +135,8 @@ def test_payloads_are_encrypted_at_rest_and_round_trip(backend: Backend) -> None
         started(store)
         channel = store.create_channel("foo")
         assert store.create_channel("foo") is channel  # one wrapper per channel
-        records = [*messages(1, 3), message(4, b"")]
-        await store_all(channel, records)
+        records = await store_all(channel, [*payloads(1, 3), ("", b"")])
+        assert records == [*messages(1, 3), message(4, b"")]
         assert [channel.msgs.lookup(s) for s in range(1, 5)] == records
         forget_plaintext(channel)
         assert [channel.msgs.lookup(s) for s in range(1, 5)] == records  # decrypted
@@ -146,37 +153,29 @@ def test_payloads_are_encrypted_at_rest_and_round_trip(backend: Backend) -> None
     run(scenario)
 
 
-def test_a_publish_batch_is_sealed_from_its_fields(
-    backend: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The server's batches come with their (reply, data) and one timestamp: the wrapper
-    builds the encrypted records from those, without decoding a record, and they read
-    back as the very records stored; a batch of several timestamps is sealed record by
-    record. Both give the inner store the same layout."""
-
-    decoded: list[bytes] = []
-    record_by_record = encryption.encrypt_record
-
-    def counted(record: bytes, cipher: PayloadCipher) -> bytes:
-        decoded.append(record)
-        return record_by_record(record, cipher)
-
-    monkeypatch.setattr(encryption, "encrypt_record", counted)
+def test_a_publish_batch_is_sealed_from_its_values(backend: Backend) -> None:
+    """A batch comes as values, (reply, data) and one timestamp: the wrapper encrypts
+    each message's data and the inner store numbers and encodes the batch (no record is
+    built to be decoded again); they read back, one by one and as a run, as the records
+    of the values, and the inner store holds the same fields with the data sealed."""
 
     async def scenario() -> None:
         store = backend.open(*KEY)
         started(store)
         channel = store.create_channel("foo")
-        fields = [("", b"secret one"), ("_INBOX.reply", b"secret two"), ("r", b"")]
-        batch = MsgEncoder("foo", T0).encode_run(1, fields)
-        channel.msgs.store(batch, [T0] * 3, ["g1", "g2", "g3"], fields)
-        mixed = messages(4, 2)  # T0 + 4, T0 + 5
-        channel.msgs.store(mixed, [T0 + 4, T0 + 5], ["g4", "g5"], [("", b"a"), ("", b"b")])
+        first = [("", b"secret one"), ("_INBOX.reply", b"secret two"), ("r", b"")]
+        second = [("", b"a"), ("", b"b")]
+        assert channel.msgs.store(MessageBatch(T0, first, ["g1", "g2", "g3"])) == (1, 3)
+        assert channel.msgs.store(MessageBatch(T0 + 4, second, ["g4", "g5"])) == StoredRun(4, 5)
         await channel.msgs.flush()
-        assert decoded == mixed  # the batch of one timestamp was not decoded
-        records = [*batch, *mixed]
+        records = [message(seq, data, reply) for seq, (reply, data) in enumerate(first, 1)]
+        records += [
+            message(seq, data, reply, T0 + 4) for seq, (reply, data) in enumerate(second, 4)
+        ]
+        assert [channel.msgs.lookup(s) for s in range(1, 6)] == records  # plaintext kept
         forget_plaintext(channel)
         assert [channel.msgs.lookup(s) for s in range(1, 6)] == records  # decrypted
+        assert channel.msgs.lookup_run(1, 5) == records  # decrypted too, not the inner run
         for seq, record in enumerate(records, 1):
             msgs = channel.msgs
             assert isinstance(msgs, EncryptingMessageStore)
@@ -199,7 +198,7 @@ def test_wrong_key_fails_recovery(persistent: Backend) -> None:
     async def scenario() -> None:
         store = persistent.open(*KEY)
         started(store)
-        await store_all(store.create_channel("foo"), messages(1, 20))
+        await store_all(store.create_channel("foo"), payloads(1, 20))
         store.close()
         store = persistent.open(*WRONG_KEY)
         with pytest.raises(StoreError) as err:
@@ -219,14 +218,12 @@ def test_records_written_before_encryption_are_served(persistent: Backend) -> No
         store = persistent.open()
         assert not isinstance(store, EncryptingStore)  # no wrapper without encryption
         started(store)
-        plain = messages(1, 3)
-        await store_all(store.create_channel("foo"), plain)
+        plain = await store_all(store.create_channel("foo"), payloads(1, 3))
         store.close()
         store = persistent.open(*KEY)
         [channel] = started(store)
         assert [channel.msgs.lookup(s) for s in (1, 2, 3)] == plain
-        more = messages(4, 2)
-        await store_all(channel, more)
+        more = await store_all(channel, payloads(4, 2))
         store.close()
         store = persistent.open(*KEY)
         [channel] = started(store)
@@ -242,11 +239,11 @@ def test_nonce_counter_continues_after_restart(persistent: Backend) -> None:
     async def scenario() -> None:
         store = persistent.open(*KEY)
         started(store)
-        await store_all(store.create_channel("foo"), messages(1, 3))
+        await store_all(store.create_channel("foo"), payloads(1, 3))
         store.close()
         store = persistent.open(*KEY)
         [channel] = started(store)
-        await store_all(channel, messages(4, 2))
+        await store_all(channel, payloads(4, 2))
         nonces = [stored_data(channel, s)[1:13] for s in range(1, 6)]
         assert [nonce_counter(stored_data(channel, s)) for s in range(1, 6)] == [1, 2, 3, 4, 5]
         assert len(set(nonces)) == 5  # no (key, nonce) pair used twice
@@ -263,11 +260,11 @@ def test_plaintext_before_encryption_and_wrong_key_on_a_shared_inner_store() -> 
     inner = create_store(plan, log)
     assert isinstance(inner, EncryptingStore)
     memory = inner.inner
-    memory.create_channel("foo").msgs.store(messages(1, 1), [T0 + 1])  # written plain
+    memory.create_channel("foo").msgs.store(MessageBatch(T0, payloads(1, 1)))  # written plain
     first = EncryptingStore(memory, b"s3cret", CIPHER_AES, log)
     channel = first.create_channel("foo")
     assert channel.msgs.lookup(1) == messages(1, 1)[0]
-    channel.msgs.store(messages(2, 1), [T0 + 2])
+    channel.msgs.store(MessageBatch(T0, payloads(2, 1)))
     other = EncryptingStore(memory, b"not-the-key", CIPHER_AES, log)
     msgs = other.create_channel("foo").msgs
     assert msgs.lookup(1) == messages(1, 1)[0]  # plaintext needs no key
@@ -284,7 +281,7 @@ def test_messages_removed_by_limits_are_not_served_from_plaintext() -> None:
     store = create_store(plan, LogCapture())
     channel = store.create_channel("foo")
     records = messages(1, 3)
-    channel.msgs.store(records, [T0 + s for s in (1, 2, 3)])
+    channel.msgs.store(MessageBatch(T0, payloads(1, 3)))
     assert [channel.msgs.lookup(s) for s in (1, 2, 3)] == [None, *records[1:]]
     assert channel.msgs.state()[1] == sum(len(r) + OVERHEAD for r in records[1:])
 

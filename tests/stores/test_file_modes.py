@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stanpkg.stores.base import ClientRecord, SubRecord
-from tests.stores.file.helpers import fresh_store, open_store, records, stamps
+from tests.stores.file.helpers import T0, fresh_store, open_store, store_messages
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_a_new_store_is_private(tmp_path: Path) -> None:
     store.add_client(ClientRecord("gone", "_INBOX.hb2"))
     store.delete_client("gone")
     channel = store.create_channel("orders.created")
-    channel.msgs.store(records("orders.created", 1, 5), stamps(1, 5))  # three slices
+    store_messages(channel.msgs, "orders.created", 1, 5, timestamp=T0)  # three slices
     channel.subs.create(SubRecord("me", "_INBOX.in", "_INBOX.ack", 10, 30))
     channel.subs.record_sent(1, [1, 2, 3])
     store.close()
@@ -67,7 +67,7 @@ def test_files_written_at_recovery_are_private(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store, _ = fresh_store(root)
     channel = store.create_channel("ch")
-    channel.msgs.store(records("ch", 1, 3), stamps(1, 3))
+    store_messages(channel.msgs, "ch", 1, 3, timestamp=T0)
     store.close()
     (root / "ch" / "msgs.1.idx").unlink()
     (root / "clients.dat").unlink()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from stanpkg.server.errors import StartupError
 from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.modes.base import ServingMode
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import FT_STORES_ONLY, LOCKABLE, REPLICATED, StoreError
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
@@ -113,10 +113,13 @@ class Clustered(ServingMode):
             server.on_standby()  # a follower is a healthy service too
         held = HeldRequests(server.conn)
         watch = asyncio.get_running_loop().create_task(self._hold_while_silent(server, held))
+        lockable = server.store.capability(LOCKABLE)
         try:
+            if lockable is None:
+                raise StoreError(FT_STORES_ONLY)
             # Returns once this node holds the lease, with the store caught up on
             # everything the previous leader had replicated.
-            await server.store.acquire_exclusive_lock(server.fatal)
+            await lockable.acquire_exclusive_lock(server.fatal)
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
         finally:
@@ -133,7 +136,9 @@ class Clustered(ServingMode):
 
     async def _hold_while_silent(self, server: ModeHost, held: HeldRequests) -> None:
         """Hold the clients' publishes while the serving node is silent."""
-        store, log = server.store, server.log
+        store, log = server.store.capability(REPLICATED), server.log
+        if store is None:
+            return  # no standby view: nothing tells that the serving node went silent
         while True:
             await asyncio.sleep(SILENCE_CHECK_INTERVAL)
             if store.lock_holder_silent():
@@ -188,7 +193,10 @@ class Clustered(ServingMode):
             if action == "add":
                 await self._check_running(server, node)
             elif node != self.node_id:
-                await server.store.remove_cluster_node(node)
+                replicated = server.store.capability(REPLICATED)
+                if replicated is None:
+                    raise StoreError("this store is not replicated")
+                await replicated.remove_cluster_node(node)
         except StoreError as exc:
             server.log.error(f'Error {verb} node "{node}": {exc}')
             answer = f'-ERR {verb} node "{node}": {exc}'

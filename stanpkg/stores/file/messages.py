@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
-from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError
+from stanpkg.proto.encoders import MsgEncoder
+from stanpkg.stores.base import (
+    MessageBatch,
+    MessageStore,
+    SequenceBookkeeping,
+    StoredRun,
+    StoreError,
+)
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
 from stanpkg.stores.file.format.errors import FileStoreError
@@ -107,19 +114,16 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             self.env.pool, self.channel_dir, number, self.env.crc, cfg.buffer_size
         )
 
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        total = len(records)
+    def store(self, batch: MessageBatch) -> StoredRun:
+        first = self._last + 1
+        total = len(batch.messages)
         if not total:
-            return
+            return StoredRun(first, self._last)
         if self._failed:
             raise StoreError(self._failed)
-        seq = self._last + 1
+        stamp = batch.timestamp
+        records = MsgEncoder(self.name, stamp).encode_run(first, batch.messages)
+        seq = first
         now = time.time_ns()  # the coarse clock of the age rule: one reading per batch
         added_bytes = 0
         done = 0
@@ -129,18 +133,17 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
                 sl = self._slice_for_next(now)
                 take = self._room(sl, records, done)
                 chunk = records[done : done + take]
-                stamps = timestamps[done : done + take]
                 assert self._writer is not None
-                self._writer.writer().append_batch(seq, chunk, stamps)
+                self._writer.writer().append_batch(seq, chunk, [stamp] * take)
                 chunk_bytes = sum(map(len, chunk)) + take * MSG_RECORD_OVERHEAD
                 if sl.count == 0:
-                    sl.first_seq, sl.first_ts = seq, stamps[0]
+                    sl.first_seq, sl.first_ts = seq, stamp
                     self._firsts[-1] = seq
                 if sl.seqs is not None:  # an old slice with gaps keeps its position map
                     sl.seqs.extend(range(seq, seq + take))
                 sl.count += take
                 sl.last_seq = seq + take - 1
-                sl.last_ts = stamps[-1]
+                sl.last_ts = stamp
                 sl.total_bytes += chunk_bytes
                 added_bytes += chunk_bytes
                 seq += take
@@ -158,11 +161,12 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         if self._count == 0:
             self._first = self._last + 1
         self._last = seq - 1
-        self._last_ts = timestamps[-1]
+        self._last_ts = stamp
         self._count += total
         self._bytes += added_bytes
-        self._cache.remember(records, seq - total, time.monotonic())
+        self._cache.remember(records, first, time.monotonic())
         self._enforce_count_and_size()
+        return StoredRun(first, seq - 1)
 
     def _undo_point(self) -> _UndoPoint | None:
         """What :meth:`_undo` needs to take back a batch that fails to be written."""

@@ -20,6 +20,7 @@ from stanpkg.stores.base import (
     BaseStore,
     ChannelStore,
     ClientRecord,
+    LockableStore,
     RecoveredChannel,
     RecoveredState,
     ServerInfo,
@@ -77,7 +78,7 @@ def _try_lock(lock: RootDirLock, root: str) -> bool:
         raise StoreError(f'unable to lock the store directory "{root}": {exc}') from exc
 
 
-class FileStore(BaseStore):
+class FileStore(BaseStore, LockableStore):
     type_name = "FILE"
 
     def __init__(self, config: FileStoreConfig, log: StoreLog) -> None:

@@ -19,13 +19,20 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
 from stanpkg.plan.limits import Limits
 from stanpkg.plan.units import friendly_bytes
-from stanpkg.stores.base import MessageStore, SequenceBookkeeping, StoreError, StoreLog
+from stanpkg.proto.encoders import MsgEncoder
+from stanpkg.stores.base import (
+    MessageBatch,
+    MessageStore,
+    SequenceBookkeeping,
+    StoredRun,
+    StoreError,
+    StoreLog,
+)
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
 from stanpkg.stores.sql.records import Statements
@@ -163,30 +170,28 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def store(
-        self,
-        records: Sequence[bytes],
-        timestamps: Sequence[int],
-        guids: Sequence[str] = (),
-        fields: Sequence[tuple[str, bytes]] = (),
-    ) -> None:
-        if not records:
-            return
+    def store(self, batch: MessageBatch) -> StoredRun:
+        first = self._last + 1
+        if not batch.messages:
+            return StoredRun(first, self._last)
         self._prune()
         if not self._index:
-            self._first = self._last + 1
+            self._first = first
+        stamp = batch.timestamp
+        records = MsgEncoder(self.channel, stamp).encode_run(first, batch.messages)
         seq = self._last
         index, unwritten, pending = self._index, self._unwritten, self._pending
-        for record, stamp in zip(records, timestamps, strict=True):
+        for record in records:
             seq += 1
             index.append(stamp, len(record))
             self._bytes += len(record)
             unwritten[seq] = record
             pending.append((seq, stamp, record))
         self._last = seq
-        self._last_ts = timestamps[-1]
+        self._last_ts = stamp
         self.enforce_limits(warn=True)
         self.owner.dirty(self)
+        return StoredRun(first, seq)
 
     def enforce_limits(self, *, warn: bool) -> bool:
         """Drop the oldest messages over ``max_msgs``/``max_bytes`` (never the newest)."""

@@ -23,6 +23,7 @@ from stanpkg.stores.base import (
     BaseStore,
     ChannelStore,
     ClientRecord,
+    LockableStore,
     RecoveredState,
     ServerInfo,
     StoreError,
@@ -41,7 +42,7 @@ __all__ = ["SUB_FLUSH_INTERVAL", "SqlStore"]
 SUB_FLUSH_INTERVAL = 1.0  # seconds between an ack and its write, at most (caching)
 
 
-class SqlStore(BaseStore):
+class SqlStore(BaseStore, LockableStore):
     type_name = "SQL"
 
     def __init__(

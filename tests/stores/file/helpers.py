@@ -21,7 +21,7 @@ import pytest
 from stanpkg.plan.compile import compile_args
 from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import ServerInfo, Store, StoreLog
+from stanpkg.stores.base import MessageBatch, MessageStore, ServerInfo, Store, StoredRun, StoreLog
 from stanpkg.stores.encryption import EncryptingStore, encryption_from_plan
 from stanpkg.stores.file import FileStore, FileStoreConfig, config_from_plan
 from tests.ports import free_port as free_port  # re-exported for the tests that import it here
@@ -107,22 +107,52 @@ def fresh_store(root: Path | str, *args: str, **overrides: Any) -> tuple[FileSto
     return store, log
 
 
+def payload(seq: int, size: int = 16) -> bytes:
+    return f"msg-{seq}".encode().ljust(size, b".")
+
+
 def records(
-    channel: str, first: int, count: int, *, size: int = 16, stamp: int = T0
+    channel: str,
+    first: int,
+    count: int,
+    *,
+    size: int = 16,
+    stamp: int = T0,
+    timestamp: int | None = None,
 ) -> list[bytes]:
+    """The MsgProtos of messages ``first`` … (payloads :func:`payload`), stamped
+    ``timestamp``, or ``stamp + sequence`` each without one."""
     return [
         pb.MsgProto(
             sequence=seq,
             subject=channel,
-            data=f"msg-{seq}".encode().ljust(size, b"."),
-            timestamp=stamp + seq,
+            data=payload(seq, size),
+            timestamp=stamp + seq if timestamp is None else timestamp,
         ).SerializeToString()
         for seq in range(first, first + count)
     ]
 
 
-def stamps(first: int, count: int, stamp: int = T0) -> list[int]:
-    return [stamp + seq for seq in range(first, first + count)]
+def store_messages(
+    msgs: MessageStore,
+    channel: str,
+    first: int,
+    count: int,
+    *,
+    size: int = 16,
+    timestamp: int | None = None,
+) -> list[bytes]:
+    """Store messages ``first`` … ``first + count - 1`` (which must be the next sequences)
+    as one publish batch stamped ``timestamp``; without one, as one batch per message
+    stamped ``T0 + sequence``. Returns their records (what ``lookup`` gives back)."""
+    if timestamp is None:
+        for seq in range(first, first + count):
+            run = msgs.store(MessageBatch(T0 + seq, [("", payload(seq, size))]))
+            assert run == StoredRun(seq, seq)
+    else:
+        messages = [("", payload(seq, size)) for seq in range(first, first + count)]
+        assert msgs.store(MessageBatch(timestamp, messages)) == StoredRun(first, first + count - 1)
+    return records(channel, first, count, size=size, timestamp=timestamp)
 
 
 # -- processes ----------------------------------------------------------------------------

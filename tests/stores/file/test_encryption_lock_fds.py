@@ -10,18 +10,20 @@ from pathlib import Path
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import MessageBatch, StoreError
 from stanpkg.stores.encryption import EncryptingMessageStore
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
     ROOT,
+    T0,
     LogCapture,
     fresh_store,
     open_store,
+    payload,
     plan_for,
     records,
-    stamps,
+    store_messages,
 )
 from tests.stores.file.test_recovery import fixture_store
 
@@ -33,9 +35,10 @@ def test_encrypted_roundtrip(tmp_path: Path, cipher: str, code: int) -> None:
     args = ("--encryption_key", KEY, "--encryption_cipher", cipher)
     store, _ = fresh_store(tmp_path, *args)
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 4)
-    recs.append(pb.MsgProto(sequence=5, subject="foo", timestamp=9).SerializeToString())  # empty
-    ch.msgs.store(recs, [*stamps(1, 4), 9])
+    messages = [("", payload(seq)) for seq in range(1, 5)] + [("", b"")]  # the last empty
+    ch.msgs.store(MessageBatch(T0, messages))
+    recs = records("foo", 1, 4, timestamp=T0)
+    recs.append(pb.MsgProto(sequence=5, subject="foo", timestamp=T0).SerializeToString())
     assert [ch.msgs.lookup(s) for s in range(1, 6)] == recs  # from the cache
     store.close()
     raw = (tmp_path / "foo" / "msgs.1.dat").read_bytes()
@@ -60,15 +63,13 @@ def test_encrypted_roundtrip(tmp_path: Path, cipher: str, code: int) -> None:
 def test_unencrypted_records_read_as_is(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 3)
-    ch.msgs.store(recs, stamps(1, 3))
+    recs = store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
     store.close()
     store, _ = open_store(tmp_path, "--encryption_key", KEY)
     state = store.recover()
     assert state is not None
     msgs = state.channels[0].store.msgs
-    more = records("foo", 4, 2)
-    msgs.store(more, stamps(4, 2))
+    more = store_messages(msgs, "foo", 4, 2, timestamp=T0 + 1)
     store.close()
     store, _ = open_store(tmp_path, "--encryption_key", KEY)
     state = store.recover()
@@ -93,7 +94,7 @@ def test_wrong_key_refuses_to_start(tmp_path: Path, name: str) -> None:
 def test_wrong_key_at_lookup_is_logged_not_delivered(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--encryption_key", KEY)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 3), stamps(1, 3))
+    store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
     store.close()
     # bypass the recovery check to look at the lookup path
     store, log = open_store(tmp_path, "--encryption_key", "wrong", "--file_crc=false")
@@ -166,7 +167,7 @@ def test_descriptor_limit_with_more_channels_than_descriptors(tmp_path: Path) ->
     for round_ in range(3):
         for i, ch in enumerate(channels):
             first = round_ * 3 + 1
-            ch.msgs.store(records(f"ch{i}", first, 3), stamps(first, 3))
+            store_messages(ch.msgs, f"ch{i}", first, 3, timestamp=T0 + first)
             ch.subs.record_sent(0, [first])
             peak = max(peak, open_fds() - baseline)
             assert store.env.pool.open_fds <= limit
@@ -186,7 +187,7 @@ def test_descriptor_limit_with_more_channels_than_descriptors(tmp_path: Path) ->
 def test_idle_slice_files_are_closed(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_slice_max_msgs", "2")
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 6), stamps(1, 6))
+    store_messages(ch.msgs, "foo", 1, 6, timestamp=T0)
     ch.msgs._cache.clear()  # type: ignore[attr-defined]
     assert ch.msgs.lookup(1) is not None
     pool = store.env.pool

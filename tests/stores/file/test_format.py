@@ -16,9 +16,9 @@ from pathlib import Path
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import ClientRecord, SubRecord
+from stanpkg.stores.base import ClientRecord, MessageBatch, SubRecord
 from stanpkg.stores.file.format import ChannelWriter, SliceLimits, open_datastore
-from tests.stores.file.helpers import T0, fresh_store, open_store, records, stamps
+from tests.stores.file.helpers import T0, fresh_store, open_store, payload, store_messages
 from tests.stores.file.test_recovery import fixture_store
 
 V1 = b"\x01\x00\x00\x00"
@@ -80,12 +80,17 @@ def write_varied_store(root: Path, *args: str) -> dict[str, list[bytes]]:
     written = {}
     for name in ("alpha", "beta.gamma"):
         ch = store.create_channel(name)
-        recs = records(name, 1, 7)
-        recs[2] = pb.MsgProto(
-            sequence=3, subject=name, reply="r", timestamp=T0 + 3
-        ).SerializeToString()
-        ch.msgs.store(recs[:4], stamps(1, 4))
-        ch.msgs.store(recs[4:], stamps(5, 3))
+        messages = [("", payload(seq)) for seq in range(1, 8)]
+        messages[2] = ("r", b"")  # a reply, no data
+        ch.msgs.store(MessageBatch(T0 + 4, messages[:4]))  # two publish batches
+        ch.msgs.store(MessageBatch(T0 + 7, messages[4:]))
+        recs = [
+            pb.MsgProto(
+                sequence=seq, subject=name, reply=reply, data=data, timestamp=T0 + stamp
+            ).SerializeToString()
+            for seq, (reply, data) in enumerate(messages, 1)
+            for stamp in [4 if seq <= 4 else 7]
+        ]
         sub = SubRecord("c1", "in", "ack", 5, 30, durable_name="d", is_durable=True)
         ch.subs.create(sub)
         ch.subs.record_sent(sub.id, [1, 2, 3])
@@ -142,8 +147,9 @@ def test_message_files_equal_the_codec_writer(tmp_path: Path) -> None:
     written = write_varied_store(tmp_path / "store")
     ref = tmp_path / "ref"
     with ChannelWriter(str(ref), "alpha", slice_limits=SliceLimits(max_msgs=3)) as writer:
-        for rec, stamp in zip(written["alpha"], stamps(1, 7), strict=True):
-            writer.append_record(pb.MsgProto.FromString(rec).sequence, stamp, rec)
+        for rec in written["alpha"]:
+            msg = pb.MsgProto.FromString(rec)
+            writer.append_record(msg.sequence, msg.timestamp, rec)
     for n in (1, 2, 3):
         for ext in ("dat", "idx"):
             name = f"msgs.{n}.{ext}"
@@ -156,7 +162,7 @@ def test_appending_to_a_reference_datastore(tmp_path: Path) -> None:
     assert state is not None
     ch = next(c for c in state.channels if c.store.name == "audit.trail")
     last = ch.store.msgs.last_sequence
-    ch.store.msgs.store(records("audit.trail", last + 1, 5), stamps(last + 1, 5))
+    store_messages(ch.store.msgs, "audit.trail", last + 1, 5)
     store.close()
     chdir = root / "audit.trail"
     for dat in sorted(chdir.glob("msgs.*.dat")):

@@ -13,13 +13,7 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.file.format import open_datastore
 from stanpkg.stores.file.messages import FileMessageStore
-from tests.stores.file.helpers import (
-    T0,
-    fresh_store,
-    open_store,
-    records,
-    stamps,
-)
+from tests.stores.file.helpers import T0, fresh_store, open_store, store_messages
 
 
 def slice_files(channel_dir: Path) -> list[str]:
@@ -29,8 +23,7 @@ def slice_files(channel_dir: Path) -> list[str]:
 def test_store_lookup_and_restart(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 10)
-    ch.msgs.store(recs, stamps(1, 10))
+    recs = store_messages(ch.msgs, "foo", 1, 10, timestamp=T0 + 10)
     asyncio.run(ch.msgs.flush())
     assert (ch.msgs.first_sequence, ch.msgs.last_sequence) == (1, 10)
     assert ch.msgs.state() == (10, sum(len(r) + 40 for r in recs))
@@ -46,7 +39,7 @@ def test_store_lookup_and_restart(tmp_path: Path) -> None:
     assert (msgs.first_sequence, msgs.last_sequence, msgs.state()[0]) == (1, 10, 10)
     assert msgs.last_timestamp == T0 + 10
     assert [msgs.lookup(s) for s in range(1, 11)] == recs  # read from disk this time
-    msgs.store(records("foo", 11, 2), stamps(11, 2))
+    store_messages(msgs, "foo", 11, 2, timestamp=T0 + 12)
     assert msgs.last_sequence == 12
     store.close()
     ds = open_datastore(tmp_path)
@@ -56,8 +49,7 @@ def test_store_lookup_and_restart(tmp_path: Path) -> None:
 def test_locate_names_the_file_and_offset(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_slice_max_msgs", "2", "--max_msgs", "4")
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 3)
-    ch.msgs.store(recs, stamps(1, 3))
+    recs = store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
     msgs = ch.msgs
     assert isinstance(msgs, FileMessageStore)
     one, two = tmp_path / "foo" / "msgs.1.dat", tmp_path / "foo" / "msgs.2.dat"
@@ -65,7 +57,7 @@ def test_locate_names_the_file_and_offset(tmp_path: Path) -> None:
     assert msgs.locate(2) == f'file "{one}", offset {4 + 8 + len(recs[0])}'
     assert msgs.locate(3) == f'file "{two}", offset 4'
     assert msgs.locate(0) == msgs.locate(4) == ""
-    msgs.store(records("foo", 4, 2), stamps(4, 2))  # max_msgs 4: sequence 1 removed
+    store_messages(msgs, "foo", 4, 2, timestamp=T0)  # max_msgs 4: sequence 1 removed
     assert msgs.first_sequence == 2 and msgs.locate(1) == ""
     store.close()
     store, _ = open_store(tmp_path, "--file_slice_max_msgs", "2", "--max_msgs", "4")
@@ -83,9 +75,11 @@ def test_reads_from_disk_past_the_cache(tmp_path: Path, monkeypatch: object) -> 
     monkeypatch.setattr(messages, "CACHE_MAX_MSGS", 8)  # type: ignore[attr-defined]
     store, _ = fresh_store(tmp_path, "--file_read_buffer_size", "300")
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 100, size=50)
-    for first in range(1, 101, 10):
-        ch.msgs.store(recs[first - 1 : first + 9], stamps(first, 10))
+    recs = [
+        record
+        for first in range(1, 101, 10)
+        for record in store_messages(ch.msgs, "foo", first, 10, size=50, timestamp=T0 + first)
+    ]
     # sequential, backwards and random reads all go through the read-ahead window
     assert [ch.msgs.lookup(s) for s in range(1, 101)] == recs
     assert [ch.msgs.lookup(s) for s in range(100, 0, -1)] == recs[::-1]
@@ -97,7 +91,7 @@ def test_sequence_at_or_after(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_slice_max_msgs", "3")
     ch = store.create_channel("foo")
     assert ch.msgs.sequence_at_or_after(T0) == 0
-    ch.msgs.store(records("foo", 1, 10), stamps(1, 10))
+    store_messages(ch.msgs, "foo", 1, 10)  # one batch each: T0 + 1 … T0 + 10
     assert ch.msgs.sequence_at_or_after(0) == 1
     assert ch.msgs.sequence_at_or_after(T0 + 5) == 5
     assert ch.msgs.sequence_at_or_after(T0 + 7) == 7
@@ -108,7 +102,7 @@ def test_sequence_at_or_after(tmp_path: Path) -> None:
 def test_slices_roll_by_count_and_bytes(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_slice_max_msgs", "4")
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 10), stamps(1, 10))
+    store_messages(ch.msgs, "foo", 1, 10, timestamp=T0)  # one batch over three slices
     assert slice_files(tmp_path / "foo") == [
         f"msgs.{n}.{ext}" for n in (1, 2, 3) for ext in ("dat", "idx")
     ]
@@ -122,9 +116,8 @@ def test_slices_roll_by_count_and_bytes(tmp_path: Path) -> None:
     store, _ = fresh_store(other, "--file_slice_max_bytes", "200")
     ch = store.create_channel("foo")
     # 51-byte records + 40 = 91 bytes each: a slice takes 3 (91, 182 < 200, then 273)
-    recs = records("foo", 1, 7, size=32)
+    recs = store_messages(ch.msgs, "foo", 1, 7, size=32, timestamp=T0)
     assert {len(r) for r in recs} == {51}
-    ch.msgs.store(recs, stamps(1, 7))
     store.close()
     counts = [sl.count for sl in open_datastore(other).slices("foo")]
     assert counts == [3, 3, 1]
@@ -134,8 +127,8 @@ def test_slice_rolls_by_age(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_slice_max_age", "1s", "--file_slice_max_bytes", "0")
     ch = store.create_channel("foo")
     now = time.time_ns()
-    ch.msgs.store(records("foo", 1, 2, stamp=now - 5_000_000_000), [now - 5_000_000_000] * 2)
-    ch.msgs.store(records("foo", 3, 1, stamp=now), [now])
+    store_messages(ch.msgs, "foo", 1, 2, timestamp=now - 5_000_000_000)
+    store_messages(ch.msgs, "foo", 3, 1, timestamp=now)
     store.close()
     assert [sl.count for sl in open_datastore(tmp_path).slices("foo")] == [2, 1]
 
@@ -145,8 +138,7 @@ def test_automatic_slice_limits_and_slice_removal(tmp_path: Path) -> None:
     # messages slice 1 is gone, first 3, last 10.
     store, _ = fresh_store(tmp_path, "--max_msgs", "8", "--file_slice_max_bytes", "0")
     ch = store.create_channel("foo")
-    for seq in range(1, 11):
-        ch.msgs.store(records("foo", seq, 1), stamps(seq, 1))
+    store_messages(ch.msgs, "foo", 1, 10)  # one batch each
     assert (ch.msgs.first_sequence, ch.msgs.last_sequence, ch.msgs.state()[0]) == (3, 10, 8)
     assert slice_files(tmp_path / "foo") == [
         f"msgs.{n}.{ext}" for n in (2, 3, 4, 5) for ext in ("dat", "idx")
@@ -164,9 +156,8 @@ def test_automatic_slice_limits_and_slice_removal(tmp_path: Path) -> None:
 def test_limits_keep_newest_and_warn_once(tmp_path: Path) -> None:
     store, log = fresh_store(tmp_path, "--max_msgs", "5", "--max_bytes", "0")
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 12)
-    ch.msgs.store(recs[:7], stamps(1, 7))
-    ch.msgs.store(recs[7:], stamps(8, 5))
+    recs = store_messages(ch.msgs, "foo", 1, 7, timestamp=T0 + 7)
+    recs += store_messages(ch.msgs, "foo", 8, 5, timestamp=T0 + 12)
     assert (ch.msgs.first_sequence, ch.msgs.state()) == (8, (5, sum(len(r) + 40 for r in recs[7:])))
     warnings = [t for t in log.texts("WRN") if t.startswith("Reached limits")]
     total = sum(len(r) + 40 for r in recs[:7])
@@ -180,7 +171,7 @@ def test_limits_keep_newest_and_warn_once(tmp_path: Path) -> None:
 def test_max_bytes_keeps_at_least_one(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--max_bytes", "10", "--max_msgs", "0")
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 3), stamps(1, 3))
+    store_messages(ch.msgs, "foo", 1, 3, timestamp=T0 + 3)
     assert ch.msgs.state()[0] == 1 and ch.msgs.first_sequence == 3
     store.close()
 
@@ -189,7 +180,7 @@ def test_expire_all_then_restart_keeps_last_sequence(tmp_path: Path) -> None:
     args = ("--max_age", "1s", "--file_slice_max_msgs", "2")
     store, _ = fresh_store(tmp_path, *args)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 5), stamps(1, 5))
+    store_messages(ch.msgs, "foo", 1, 5)  # one batch each: T0 + 1 … T0 + 5
     assert ch.msgs.expire(T0 + 3 + 1_000_000_000) == T0 + 4
     assert ch.msgs.first_sequence == 4
     assert ch.msgs.expire(T0 + 10**12) == 0
@@ -201,11 +192,11 @@ def test_expire_all_then_restart_keeps_last_sequence(tmp_path: Path) -> None:
     assert state is not None
     msgs = state.channels[0].store.msgs
     assert (msgs.first_sequence, msgs.last_sequence, msgs.state()) == (6, 5, (0, 0))
-    msgs.store(records("foo", 6, 1), stamps(6, 1))  # fills slice 3 (5 removed, 6 live)
+    store_messages(msgs, "foo", 6, 1)  # fills slice 3 (5 removed, 6 live)
     assert (msgs.first_sequence, msgs.last_sequence) == (6, 6)
     assert msgs.expire(T0 + 10**12) == 0
     # the emptied only slice is deleted when the next slice starts
-    msgs.store(records("foo", 7, 1), stamps(7, 1))
+    store_messages(msgs, "foo", 7, 1)
     assert slice_files(tmp_path / "foo") == ["msgs.4.dat", "msgs.4.idx"]
     assert (msgs.first_sequence, msgs.last_sequence) == (7, 7)
     store.close()
@@ -220,7 +211,7 @@ def test_archive_script_gets_the_removed_slices(tmp_path: Path) -> None:
     args = ("--max_msgs", "4", "--file_slice_max_msgs", "2", "--file_slice_archive_script")
     store, log = fresh_store(root, *args, str(script))
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 8), stamps(1, 8))
+    store_messages(ch.msgs, "foo", 1, 8, timestamp=T0)
     store.close()  # waits for the scripts
     lines = sorted(out.read_text().splitlines())
     assert lines == [f"foo {root}/foo/msgs.{n}.dat.bak {root}/foo/msgs.{n}.idx.bak" for n in (1, 2)]
@@ -239,7 +230,7 @@ def test_archive_script_failure_is_logged(tmp_path: Path) -> None:
         root, "--max_msgs", "2", "--file_slice_max_msgs", "2", slice_archive_script=str(script)
     )
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 6), stamps(1, 6))
+    store_messages(ch.msgs, "foo", 1, 6, timestamp=T0)
     store.close()
     assert f'Error invoking archive script "{script}": exit status 3 (output=cannot archive\n)' in (
         log.texts("ERR")
@@ -256,7 +247,7 @@ def test_archive_script_failure_is_logged(tmp_path: Path) -> None:
         slice_archive_script=str(missing),
     )
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 6), stamps(1, 6))
+    store_messages(ch.msgs, "foo", 1, 6, timestamp=T0)
     store.close()
     assert any("no such file or directory" in t for t in log.texts("ERR"))
 
@@ -264,8 +255,7 @@ def test_archive_script_failure_is_logged(tmp_path: Path) -> None:
 def test_unbuffered_and_no_crc(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path, "--file_buffer_size", "0", "--file_crc=false")
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 5)
-    ch.msgs.store(recs, stamps(1, 5))
+    recs = store_messages(ch.msgs, "foo", 1, 5, timestamp=T0)
     store.close()
     # a flipped payload byte is not noticed when CRCs are not checked...
     dat = tmp_path / "foo" / "msgs.1.dat"
@@ -291,8 +281,7 @@ def test_custom_crc_polynomial(tmp_path: Path) -> None:
     castagnoli = str(0x82F63B78)
     store, _ = fresh_store(tmp_path, "--file_crc_poly", castagnoli)
     ch = store.create_channel("foo")
-    recs = records("foo", 1, 3)
-    ch.msgs.store(recs, stamps(1, 3))
+    recs = store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
     store.close()
     ds = open_datastore(tmp_path, crc_poly=0x82F63B78)
     assert [m.sequence for m in ds.iter_messages("foo")] == [1, 2, 3]
@@ -315,7 +304,7 @@ def test_flush_fsyncs_data_and_index(tmp_path: Path, monkeypatch: object) -> Non
     monkeypatch.setattr(syncing, "fsync_item", spy)  # type: ignore[attr-defined]
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 3), stamps(1, 3))
+    store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
 
     async def flush() -> None:
         await ch.msgs.flush()
@@ -331,7 +320,7 @@ def test_flush_fsyncs_data_and_index(tmp_path: Path, monkeypatch: object) -> Non
     state = store.recover()
     assert state is not None
     msgs = state.channels[0].store.msgs
-    msgs.store(records("foo", 4, 1), stamps(4, 1))
+    store_messages(msgs, "foo", 4, 1)
     asyncio.run(msgs.flush())
     assert synced == []
     assert pb.MsgProto.FromString(msgs.lookup(4) or b"").sequence == 4
@@ -355,7 +344,7 @@ def test_auto_sync_fsyncs_in_the_background(tmp_path: Path, monkeypatch: object)
     async def scenario() -> None:
         store, _ = fresh_store(tmp_path, "--file_sync=false", auto_sync=50_000_000)
         ch = store.create_channel("foo")
-        ch.msgs.store(records("foo", 1, 2), stamps(1, 2))
+        store_messages(ch.msgs, "foo", 1, 2, timestamp=T0)
         ch.subs.record_sent(0, [1])
         await ch.msgs.flush()  # no fsync: sync_on_flush is off
         assert synced == []
@@ -377,7 +366,7 @@ def test_fsync_failure_is_reported(tmp_path: Path, monkeypatch: object) -> None:
 
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 1), stamps(1, 1))
+    store_messages(ch.msgs, "foo", 1, 1)
     monkeypatch.setattr(syncing, "fsync_item", broken)  # type: ignore[attr-defined]
 
     async def flush() -> str:
@@ -425,7 +414,7 @@ def test_fsyncs_run_on_the_loop_while_the_disk_is_fast_and_in_threads_when_slow(
 
     async def round_on() -> set[str]:
         n = next(seq)
-        ch.msgs.store(records("foo", n, 1), stamps(n, 1))
+        store_messages(ch.msgs, "foo", n, 1)
         threads.clear()
         await ch.msgs.flush()
         return {"loop" if t == threading.current_thread().name else "worker" for t in threads}
@@ -455,9 +444,9 @@ def test_cache_is_bounded_and_dropped_when_idle(tmp_path: Path) -> None:
     ch = store.create_channel("foo")
     msgs = ch.msgs
     assert isinstance(msgs, messages.FileMessageStore)
-    big = records("foo", 1, 3, size=messages.CACHE_MAX_BYTES // 2)
-    msgs.store(big[:2], stamps(1, 2))
-    msgs.store(big[2:], stamps(3, 1))  # over the byte cap: only the latest batch stays
+    size = messages.CACHE_MAX_BYTES // 2
+    big = store_messages(msgs, "foo", 1, 2, size=size, timestamp=T0 + 2)
+    big += store_messages(msgs, "foo", 3, 1, size=size)  # over the byte cap: only it stays
     assert msgs._cache.records == big[2:]  # type: ignore[attr-defined]
     msgs.drop_cache_if_idle(time.monotonic() + messages.CACHE_IDLE_SECONDS)
     assert msgs._cache.records == []  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from stanpkg.stores.base import RecoveredState, StoreError, SubRecord
 from stanpkg.stores.file import FileStore, config_from_plan
 from stanpkg.stores.file.format import open_datastore
 from tests.stores.file.helpers import (
+    T0,
     LogCapture,
     config_for,
     encrypting,
@@ -24,7 +25,7 @@ from tests.stores.file.helpers import (
     open_store,
     records,
     server_info,
-    stamps,
+    store_messages,
 )
 from tests.stores.filestore_helpers import copy_datastore, manifest
 
@@ -160,8 +161,7 @@ def make_store(root: Path, channels: int = 1, count: int = 5, *args: str) -> lis
     recs: list[bytes] = []
     for c in range(channels):
         ch = store.create_channel(f"ch{c}")
-        recs = records(f"ch{c}", 1, count)
-        ch.msgs.store(recs, stamps(1, count))
+        recs = store_messages(ch.msgs, f"ch{c}", 1, count)  # one batch each: T0 + seq
         ch.subs.create(SubRecord("me", "inbox", "ack", 10, 30, durable_name="d", is_durable=True))
         ch.subs.record_sent(1, list(range(1, count + 1)))
     store.close()
@@ -195,7 +195,7 @@ def test_a_kill_while_a_slice_is_created_leaves_no_empty_file(
     state = store.recover()
     assert state is not None
     msgs = state.channels[0].store.msgs
-    msgs.store(records("ch0", 6, 1), stamps(6, 1))  # slice 2 is full now
+    store_messages(msgs, "ch0", 6, 1)  # slice 2 is full now
     real_write = appender.write_all
 
     def dying(fd: int, data: bytes) -> None:
@@ -203,7 +203,7 @@ def test_a_kill_while_a_slice_is_created_leaves_no_empty_file(
 
     monkeypatch.setattr(appender, "write_all", dying)
     with pytest.raises(_Killed):  # slice 3 is created for message 7, and the process dies
-        msgs.store(records("ch0", 7, 1), stamps(7, 1))
+        store_messages(msgs, "ch0", 7, 1)
     monkeypatch.setattr(appender, "write_all", real_write)
     store._lock.release()  # the kernel's part of the process's death
     channel_dir = tmp_path / "ch0"
@@ -215,7 +215,7 @@ def test_a_kill_while_a_slice_is_created_leaves_no_empty_file(
     again = state.channels[0].store.msgs
     assert again.last_sequence in (5, 6)  # 6 was buffered, not flushed, when it died
     last = again.last_sequence
-    again.store(records("ch0", last + 1, 2), stamps(last + 1, 2))
+    store_messages(again, "ch0", last + 1, 2)
     store2.close()
     store3, _ = open_store(tmp_path, "--file_slice_max_msgs", "3")
     state = store3.recover()
@@ -329,7 +329,7 @@ def test_unindexed_tail_of_write_slice_is_dropped(tmp_path: Path) -> None:
     assert log.has(f'File "{dat}" held 20 bytes after its last indexed message')
     assert dat.stat().st_size == good
     msgs = state.channels[0].store.msgs
-    msgs.store(records("ch0", 6, 1), stamps(6, 1))
+    store_messages(msgs, "ch0", 6, 1)
     store.close()
     ds = open_datastore(tmp_path)
     assert [m.sequence for m in ds.iter_messages("ch0")] == [1, 2, 3, 4, 5, 6]
@@ -398,18 +398,17 @@ def test_slice_with_gaps_from_old_servers(tmp_path: Path) -> None:
     recs = {s: records("old", s, 1)[0] for s in (1, 2, 5, 6)}
     with ChannelWriter(str(tmp_path / "old"), "old") as writer:
         for seq, rec in recs.items():
-            writer.append_record(seq, stamps(seq, 1)[0], rec)
+            writer.append_record(seq, T0 + seq, rec)
     store, _ = open_store(tmp_path)
     state = store.recover()
     assert state is not None
     msgs = state.channels[0].store.msgs
     assert (msgs.first_sequence, msgs.last_sequence, msgs.state()[0]) == (1, 6, 4)
     assert [msgs.lookup(s) for s in range(1, 7)] == [recs[1], recs[2], None, None, recs[5], recs[6]]
-    new = records("old", 7, 2)
-    msgs.store(new, stamps(7, 2))
+    new = store_messages(msgs, "old", 7, 2)
     msgs._cache.clear()  # type: ignore[attr-defined]
     assert [msgs.lookup(s) for s in (6, 7, 8)] == [recs[6], *new]
-    assert msgs.sequence_at_or_after(stamps(3, 1)[0]) == 5
+    assert msgs.sequence_at_or_after(T0 + 3) == 5
     store.close()
 
 

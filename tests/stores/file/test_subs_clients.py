@@ -14,7 +14,7 @@ from stanpkg.stores.base import TOO_MANY_SUBS, ClientRecord, StoreError, SubReco
 from stanpkg.stores.file.format import open_datastore, replay_clients, replay_subs
 from stanpkg.stores.file.format.framing import RECORD_HEADER
 from stanpkg.stores.file.subscriptions import update_payload
-from tests.stores.file.helpers import fresh_store, open_store, records, stamps
+from tests.stores.file.helpers import T0, fresh_store, open_store, store_messages
 
 
 def sub(client: str = "me", **kw: object) -> SubRecord:
@@ -53,7 +53,7 @@ def test_update_payload_is_protobuf_for_any_values(sub_id: int, seq: int) -> Non
 def test_subscription_records_and_recovery(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 5), stamps(1, 5))
+    store_messages(ch.msgs, "foo", 1, 5, timestamp=T0)
     durable = sub(durable_name="dur", is_durable=True)
     plain = sub("other")
     ch.subs.create(durable)
@@ -102,7 +102,7 @@ def test_acks_reach_the_file_in_their_order_at_every_write_point(tmp_path: Path)
     """Acks are framed in bulk: before the next record of any kind, and at write_out."""
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 300), stamps(1, 300))
+    store_messages(ch.msgs, "foo", 1, 300, timestamp=T0)
     ch.subs.create(sub("a"))
     ch.subs.create(sub("b"))
     ch.subs.record_sent(1, list(range(1, 201)))
@@ -227,7 +227,7 @@ def test_compaction_disabled(tmp_path: Path) -> None:
 def test_channel_deletion_removes_directory(tmp_path: Path) -> None:
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
-    ch.msgs.store(records("foo", 1, 2), stamps(1, 2))
+    store_messages(ch.msgs, "foo", 1, 2, timestamp=T0)
     store.delete_channel("foo")
     assert not (tmp_path / "foo").exists()
     again = store.create_channel("foo")

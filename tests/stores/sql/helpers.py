@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.base import ClientRecord, MessageStore, ServerInfo, SubRecord
+from stanpkg.stores.base import ClientRecord, MessageBatch, MessageStore, ServerInfo, SubRecord
 
 
 def server_info(cluster_id: str = "test-cluster") -> ServerInfo:
@@ -27,19 +27,10 @@ def sub_record(client_id: str = "me", durable: str = "", queue: str = "") -> Sub
     )
 
 
-def publish(
-    msgs: MessageStore, payloads: list[bytes], stamp: int = 1_000, channel: str = "foo"
-) -> list[int]:
-    """Store one batch like the server: consecutive sequences, one timestamp."""
-    first = msgs.last_sequence + 1
-    records = [
-        pb.MsgProto(
-            sequence=first + i, subject=channel, data=data, timestamp=stamp
-        ).SerializeToString()
-        for i, data in enumerate(payloads)
-    ]
-    msgs.store(records, [stamp] * len(records))
-    return list(range(first, first + len(records)))
+def publish(msgs: MessageStore, payloads: list[bytes], stamp: int = 1_000) -> list[int]:
+    """Store one batch like the server: one timestamp; the sequences the store gave."""
+    first, last = msgs.store(MessageBatch(stamp, [("", data) for data in payloads]))
+    return list(range(first, last + 1))
 
 
 def payload(msgs: MessageStore, seq: int) -> bytes | None:
