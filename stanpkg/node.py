@@ -36,10 +36,11 @@ from stanpkg.server.syslog import syslog_for
 from stanpkg.server.views import ServerView
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.factory import create_store
-from stanpkg.transport.embedded import EmbeddedNatsConfig, EmbeddedNatsServer
+from stanpkg.transport.embedded import EmbeddedNatsConfig
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import next_nuid
+from stanpkg.transport.supervised import SupervisedNatsServer
 from stanpkg.transport.tls import tls_context_from_options
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ class _Node:
     def __init__(self, plan: Plan, log: Logger) -> None:
         self.plan = plan
         self.log = log
-        self.nats: EmbeddedNatsServer | None = None
+        self.nats: SupervisedNatsServer | None = None
         self.server: StreamingServer | None = None
         self.monitor: MonitorServer | None = None
         self.done: asyncio.Future[int]
@@ -295,17 +296,19 @@ class _Node:
             )
             await self.monitor.start()
         if plan.embedded_nats:
-            self.nats = EmbeddedNatsServer(
-                embedded_config(plan), on_log=self._nats_log, on_exit=self._nats_exited
+            self.nats = SupervisedNatsServer(
+                embedded_config(plan),
+                on_log=self._nats_log,
+                on_event=self._nats_event,
+                on_restarted=self._nats_restarted,
+                wanted=self._running,
             )
             await self.nats.start()
             # Its output is read asynchronously: let its banner end before our next lines.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nats_ready.wait(), 2.0)
             url = self.nats.client_url
-            if self.monitor is not None:
-                self.monitor.nats_monitor_port = self.nats.internal_monitor_port
-                self.monitor.nats_server_pid = self.nats.pid
+            self._nats_restarted()
         else:
             url = plan.nats_server_url
             if self.monitor is not None:
@@ -337,10 +340,23 @@ class _Node:
             line = line[: line.index(marker) + len(marker)] + shown
         self.log.nats_line(line)
 
-    def _nats_exited(self, code: int) -> None:
+    def _running(self) -> bool:
+        return not self.done.done()
+
+    def _nats_event(self, level: str, text: str) -> None:
+        """The embedded nats-server died, or was started again (transport/supervised.py)."""
         if self.done.done() and self.done.result() == 0:
             return  # we are stopping: under systemd's control-group kill it gets SIGTERM too
-        self._fatal(f"NATS server exited unexpectedly (exit status {code})")
+        if level == "ERR":
+            self.log.error(text)
+        else:
+            self.log.notice(text)
+
+    def _nats_restarted(self) -> None:
+        """Monitoring follows the current child: its private monitor port and its pid."""
+        if self.monitor is not None and self.nats is not None:
+            self.monitor.nats_monitor_port = self.nats.internal_monitor_port
+            self.monitor.nats_server_pid = self.nats.pid
 
     def _fatal(self, reason: str) -> None:
         self.log.fatal(reason)

@@ -41,7 +41,13 @@ from prometheus_client.process_collector import ProcessCollector
 
 from stanpkg.monitor.gojson import go_time
 from stanpkg.monitor.pacing import Pacer
-from stanpkg.server.views import ChannelView, ServerTotals, ServerView, SubscriptionView
+from stanpkg.server.views import (
+    ChannelView,
+    NatsLinkView,
+    ServerTotals,
+    ServerView,
+    SubscriptionView,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -122,6 +128,30 @@ SERVER_FAMILIES: tuple[tuple[Family, Callable[[ServerTotals], int]], ...] = (
     ),
 )
 SERVER_ACTIVE = _exporter("nss_server_active", "gauge", "Active server")
+
+# The server's link to NATS (stanpkg): its outages, which the server rides out.
+NATS_FAMILIES: tuple[tuple[Family, Callable[[NatsLinkView], float]], ...] = (
+    (
+        Family("nss_server_nats_connected", "gauge", "1 while the server is connected to NATS"),
+        lambda n: int(n.connected),
+    ),
+    (
+        Family(
+            "nss_server_nats_reconnects_total",
+            "counter",
+            "Times the server got its connection to NATS back after losing it",
+        ),
+        lambda n: n.reconnects,
+    ),
+    (
+        Family(
+            "nss_server_nats_disconnected_seconds_total",
+            "counter",
+            "Seconds the server spent without its connection to NATS",
+        ),
+        lambda n: round(n.disconnected_seconds, 3),
+    ),
+)
 SERVER_INFO = _exporter("nss_server_info", "gauge", "Info")
 
 # Prometheus' conventions for the same numbers: counters that never go down end in
@@ -240,6 +270,9 @@ SUBSCRIPTION_FAMILIES: tuple[tuple[Family, Callable[[SubscriptionView], int]], .
 # -- snapshot (event loop) --------------------------------------------------------------
 
 
+_NATS_UP = NatsLinkView(True, 0, 0.0, "")
+
+
 @dataclass(frozen=True)
 class MetricsSnapshot:
     server_id: str
@@ -249,6 +282,7 @@ class MetricsSnapshot:
     totals: ServerTotals
     channels: list[tuple[ChannelView, list[SubscriptionView]]]
     nats_server_pid: int | None = None  # the embedded nats-server, None: external
+    nats: NatsLinkView = _NATS_UP
 
 
 def _is_active(state: str, role: str) -> bool:
@@ -279,7 +313,9 @@ async def collect(
     }
     totals = view.totals([channel for channel, _ in channels])
     active = _is_active(state, role)
-    return MetricsSnapshot(view.server_id, role, info, active, totals, channels, nats_server_pid)
+    return MetricsSnapshot(
+        view.server_id, role, info, active, totals, channels, nats_server_pid, view.nats_link()
+    )
 
 
 # -- rendering (worker thread) ----------------------------------------------------------
@@ -371,6 +407,9 @@ def _render_parts(snapshot: MetricsSnapshot, openmetrics: bool) -> Iterator[str]
     active = 1 if snapshot.active else 0
     header = _header(SERVER_ACTIVE, openmetrics)
     yield f"{header}{SERVER_ACTIVE.name}{{{server_label}}} {active}\n"
+    for family, nats_value in NATS_FAMILIES:
+        header = _header(family, openmetrics)
+        yield f"{header}{family.name}{{{server_label}}} {nats_value(snapshot.nats)}\n"
     info = _labels(snapshot.info.items())
     yield f"{_header(SERVER_INFO, openmetrics)}{SERVER_INFO.name}{{{info}}} 1\n"
 

@@ -1,5 +1,5 @@
 """The monitoring HTTP application: ``/streaming/*`` as the reference serves them,
-``/metrics``, and everything else forwarded to the embedded nats-server.
+``/metrics``, ``/healthz``, and everything else forwarded to the embedded nats-server.
 
 Documents are gathered on the event loop (paced, see :mod:`pacing`) and encoded in a
 worker thread, so a large answer never holds up message delivery for long.
@@ -8,6 +8,7 @@ worker thread, so a large answer never holds up message delivery for long.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -31,6 +32,7 @@ CLIENTS_PATH = "/streaming/clientsz"
 CHANNELS_PATH = "/streaming/channelsz"
 FT_ACTIVE_PATH = "/streaming/isFTActive"
 METRICS_PATH = "/metrics"
+HEALTH_PATH = "/healthz"
 
 _ROOT_PAGE = f"""<html lang="en">
   <head>
@@ -111,6 +113,7 @@ class MonitorApp:
             CHANNELS_PATH: self.channelsz,
             FT_ACTIVE_PATH: self.is_ft_active,
             METRICS_PATH: self.metrics,
+            HEALTH_PATH: self.healthz,
         }
         for path, handler in routes.items():  # exact paths, any method, as Go's mux
             app.router.add_route("*", path, handler)
@@ -214,6 +217,22 @@ class MonitorApp:
     async def is_ft_active(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if self.view.state == "FT_ACTIVE" else 204)
 
+    # -- /healthz -----------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        """nats-server's ``/healthz`` answer, for the streaming server: 503 while it has
+        lost NATS (whichever NATS server it uses); else the embedded nats-server's own
+        answer, or ``{"status":"ok"}`` with an external one."""
+        link = self.view.nats_link()
+        if not link.connected:
+            error = f"streaming server lost its NATS connection: {link.error}"
+            return web.json_response(
+                {"status": "unavailable", "error": error}, status=503, dumps=_compact
+            )
+        if self.proxy.port is not None:
+            return await self.proxy.handle(request)
+        return web.json_response({"status": "ok"}, dumps=_compact)
+
     # -- /metrics -----------------------------------------------------------------------
 
     async def metrics(self, request: web.Request) -> web.StreamResponse:
@@ -233,6 +252,10 @@ class MonitorApp:
             pieces: list[bytes] = await self._run(render, snapshot, exposition)
             await release(snapshot.channels)
         return await _send(request, pieces, headers)
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 async def _send(

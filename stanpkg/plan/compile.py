@@ -45,7 +45,7 @@ from stanpkg.plan.model import (
 )
 from stanpkg.plan.options import OPTIONS, Kind
 from stanpkg.plan.rules import run_rules
-from stanpkg.plan.validation import check_schema
+from stanpkg.plan.validation import check_file_types, check_schema
 
 
 @dataclass(frozen=True)
@@ -167,13 +167,17 @@ def _compile_flags(flags: ParsedFlags, env: Mapping[str, str]) -> Compilation:
             trees[nats_file], ctx, streaming_here=nats_file == streaming_file and block_here
         )
 
+    # Every value of the files is type-checked before the environment and the flags
+    # override any: as the reference, a file with a value of the wrong type is refused
+    # whatever the command line says (ranges are checked on the merged result).
+    _convert_durations(ctx)
+    _reject_fractional_numbers(ctx)
+    check_file_types(ctx)
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
     _apply_environment(ctx, env)
     for option_path, flag_value in flags.values.items():
         ctx.set(tuple(option_path.split(".")), flag_value.value, Source("flag", flag_value.flag))
     _request_encryption(ctx, ctx.sources.get(("encryption_key",)))
-    _convert_durations(ctx)
-    _reject_fractional_numbers(ctx)
     _zero_means_default(ctx)
     if ("cluster",) in ctx.positions and not ctx.is_set(("cluster", "clustered")):
         # The presence of a cluster map turns clustering on (a --clustered flag still wins).

@@ -107,6 +107,7 @@ class ClusterOptions:
     bolt_free_list_sync: bool
     bolt_free_list_map: bool
     nodes_connections: bool
+    channel_streams: int  # the JetStream streams new channels are spread over
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ class Plan:
     stan_debug: bool
     stan_trace: bool
     syslog_name: str
+    nats_reconnect_wait: int  # ns
+    nats_max_reconnects: int  # -1: forever
     io_batch_size: int
     io_sleep_time: int
     store_limits: StoreLimits

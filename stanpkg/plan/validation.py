@@ -189,6 +189,19 @@ def _generic(err: SchemaError) -> str:
             return f"{err.value!r} does not satisfy {err.rule}: {err.expected!r}"
 
 
+def check_file_types(ctx: Context) -> None:
+    """The types of the values the configuration files hold, checked before anything
+    overrides them; a wrong one is reported at its position and dropped. Ranges and
+    allowed values are checked later, on the merged configuration (:func:`check_schema`),
+    as the reference checks them once flags are applied."""
+    errors = [err for err in schema_errors(ctx.config) if err.rule == "type"]
+    for err in sorted(errors, key=lambda e: _order(ctx, e.path)):
+        option_path = _option_path(err.path)
+        ctx.error(option_path, _message(err, option_path, option_for(option_path)), _code(err))
+    for err in errors:
+        ctx.reject(_option_path(err.path))
+
+
 def check_schema(ctx: Context) -> None:
     """Add a diagnostic for every schema violation and drop the offending value."""
     errors = schema_errors(ctx.config)

@@ -8,6 +8,7 @@ a redelivery appends the ``redelivered``/``redeliveryCount`` fields (``wire.rede
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -35,6 +36,13 @@ _MAX_UNREACHABLE_REPORTS = 1000  # subscriptions reported; then silent (a flood 
 Publish = Callable[[str, bytes], None]
 PublishRun = Callable[[str, Sequence[bytes]], None]
 _Ack = pb.Ack
+
+
+_EMPTY_DICT_KEPT = 1024  # bytes: a table for a few dozen entries is kept, a larger one goes
+
+
+def _always() -> bool:
+    return True
 
 
 class DeliveryStats:
@@ -65,6 +73,9 @@ class Delivery:
         # send pass for many acks instead of one per ack.
         self._to_feed: list[Subscription] = []
         self._unreachable_reported: set[int] = set()
+        # False while the server has lost NATS: a redelivery then could reach nobody, and
+        # held in the connection's buffer one ack wait after another it would only grow.
+        self.nats_up: Callable[[], bool] = _always
 
     # -- new messages -----------------------------------------------------------------
 
@@ -274,11 +285,18 @@ class Delivery:
 
     def acknowledge(self, sub: Subscription, seq: int) -> None:
         """Remove a pending sequence (client or implicit ack) and resume a stalled sub."""
-        if sub.pending.pop(seq, None) is None:
+        pending = sub.pending
+        if pending.pop(seq, None) is None:
             return
         sub.channel.subs_store.record_ack(sub.id, seq)
         if sub.redeliveries:
             sub.redeliveries.pop(seq, None)
+        if not pending and sys.getsizeof(pending) > _EMPTY_DICT_KEPT:
+            # A dict never shrinks as keys go: emptied, it keeps the table it grew to
+            # (after a fan-out to 1,000 subscriptions with 1,024 in flight, ~10 MB of
+            # empty tables). clear() gives the table back.
+            pending.clear()
+            sub.redeliveries.clear()
         if sub.stalled and len(sub.pending) < sub.max_inflight:
             sub.stalled = False
             if not self._to_feed:
@@ -313,6 +331,13 @@ class Delivery:
             self.log.debug(
                 f"[Client:{sub.client_id}] Skipping redelivery to subid={sub.id} "
                 "due to missed client heartbeat"
+            )
+            return
+        if not self.nats_up():
+            self._arm(sub, now + sub.ack_wait)
+            self.log.debug(
+                f"[Client:{sub.client_id}] Skipping redelivery to subid={sub.id} "
+                "while the connection to NATS is lost"
             )
             return
         limit = now + _EXPIRY_MARGIN

@@ -4,6 +4,11 @@ Each client has one timer. When it fires, a request with an empty payload goes t
 client's heartbeat inbox; any reply within ``hb_timeout`` is a success. The timer is
 re-armed after the request completes. More than ``hb_fail_count`` consecutive failures
 close the client, serialized behind earlier requests (v0.25 behaviour).
+
+While the server has lost NATS no probe is sent and none counts as failed: the silence
+says nothing about the client, and closing it would drop its subscriptions for an outage
+of ours. (The reference counts those failures; with its defaults it takes an outage of
+several minutes to close a client there.)
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Heartbeats:
         acks_conn: NatsConnection,
         ack_barrier: Callable[[], Awaitable[None]],
         close_client: Callable[[str, Client | None], Awaitable[str | None]],
+        nats_up: Callable[[], bool] = lambda: True,
     ) -> None:
         self.log = log
         self.clients = clients
@@ -44,6 +50,7 @@ class Heartbeats:
         self.interval = plan.hb_interval / 1e9
         self.timeout = plan.hb_timeout / 1e9
         self.fail_count = plan.hb_fail_count
+        self.nats_up = nats_up
 
     def start(self, client: Client, delay: float | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -62,16 +69,21 @@ class Heartbeats:
         client.hb_task = loop.create_task(self._probe(client), name=f"stan-hb-{client.id}")
 
     async def _probe(self, client: Client) -> None:
-        try:
-            await self.acks_conn.request(client.hb_inbox, b"", self.timeout)
-            ok = True
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            ok = False
+        ok = False
+        if self.nats_up():
+            try:
+                await self.acks_conn.request(client.hb_inbox, b"", self.timeout)
+                ok = True
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                ok = False
         client.hb_task = None
         if self.clients.get(client.id) is not client:
             return  # closed or replaced meanwhile
+        if not ok and not self.nats_up():
+            self.start(client)  # NATS is away (or went away during the probe): not counted
+            return
         had_failed = client.failed_hbs > 0
         client.failed_hbs = 0 if ok else client.failed_hbs + 1
         if client.failed_hbs > self.fail_count:

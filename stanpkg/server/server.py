@@ -30,6 +30,7 @@ from stanpkg.server.delivery import Delivery
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
 from stanpkg.server.heartbeats import Heartbeats
 from stanpkg.server.modes.base import ServingMode
+from stanpkg.server.nats_link import NatsLink
 from stanpkg.server.partitioning import Partitions
 from stanpkg.server.publish import PublishPipeline
 from stanpkg.server.serial import SerialExecutor
@@ -48,10 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamingServer", "fresh_server_info"]
 
-RECONNECT_WAIT = 0.25
 STOP_FLUSH_TIMEOUT = 5.0
 STOP_DRAIN_TIMEOUT = 10.0
-RECONNECT_ATTEMPTS = 240  # ≈ 1 min without NATS, then the server gives up (fatal)
 
 
 def fresh_server_info(plan: Plan) -> ServerInfo:
@@ -102,6 +101,7 @@ class StreamingServer:
         self._stopping = False
         self._store_banner_logged = False
         self.ready = False
+        self.nats_link = NatsLink(self._all_connected)
         # Set in start(): they need the running loop / the connection.
         self.loop: asyncio.AbstractEventLoop
         # Two connections, as the reference: ``conn`` receives publishes and requests and
@@ -144,9 +144,11 @@ class StreamingServer:
         state..." to "Streaming Server is ready". Raises :class:`StartupError`."""
         self.loop = asyncio.get_running_loop()
         plan = self.plan
+        # Forever by default, as the reference (nats_max_reconnects: -1): while NATS is
+        # away nothing reaches the server, so waiting costs nothing and loses nothing.
         options: dict[str, Any] = dict(
-            max_reconnect=RECONNECT_ATTEMPTS,
-            reconnect_wait=RECONNECT_WAIT,
+            max_reconnect=plan.nats_max_reconnects,
+            reconnect_wait=plan.nats_reconnect_wait / 1e9,
             on_disconnected=self._on_disconnected,
             on_reconnected=self._on_reconnected,
             on_closed=self._on_closed,
@@ -201,6 +203,7 @@ class StreamingServer:
         registry, the partitions when partitioning, and the publish pipeline."""
         plan, log, store, conn = self.plan, self.log, self.store, self.conn
         delivery = self.delivery = Delivery(self.loop, conn.publish, conn.publish_run, log)
+        delivery.nats_up = self._nats_up
         # The one cycle here: the registry hands a channel past max_inactivity to the
         # publisher (which deletes it between two batches), and the publisher stores into
         # the registry's channels. The registry comes first, with a callback reaching the
@@ -264,6 +267,7 @@ class StreamingServer:
             acks_conn=acks_conn,
             ack_barrier=barrier,
             close_client=removals.close_client,
+            nats_up=self._nats_up,
         )
         self.connections = ConnectionRequests(
             log=log,
@@ -368,12 +372,26 @@ class StreamingServer:
 
     # -- connection events ------------------------------------------------------------
 
+    def _all_connected(self) -> bool:
+        conns = (getattr(self, "conn", None), getattr(self, "acks_conn", None))
+        return all(nc is not None and nc.is_connected for nc in conns)
+
+    def _nats_up(self) -> bool:
+        return self.nats_link.up
+
     def _on_disconnected(self) -> None:
-        if not self._stopping:
-            self.log.error("connection has been disconnected")
+        if self._stopping:
+            return
+        self.log.error("connection has been disconnected")
+        conns = (getattr(self, "conn", None), getattr(self, "acks_conn", None))
+        errors = [nc.last_error for nc in conns if nc is not None and nc.last_error is not None]
+        self.nats_link.lost(str(errors[0]) if errors else "")
 
     def _on_reconnected(self) -> None:
         self.log.notice(f'reconnected to NATS Server at "{self.conn.client_url}"')
+        outage = self.nats_link.down_for()
+        if self.nats_link.regained():
+            self.log.notice(f"NATS is back after {outage:.1f}s without it: serving again")
 
     def _on_closed(self, error: Exception | None) -> None:
         if self._stopping:

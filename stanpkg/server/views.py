@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ChannelView",
     "ClientView",
+    "NatsLinkView",
     "ServerTotals",
     "ServerView",
     "SubscriptionView",
@@ -54,6 +55,15 @@ class ChannelView(NamedTuple):
     last_seq: int
     subs_count: int  # every subscription, offline durables and shadows included
     limits: Limits
+
+
+class NatsLinkView(NamedTuple):
+    """The server's connection to NATS (server/nats_link.py)."""
+
+    connected: bool
+    reconnects: int  # outages that ended
+    disconnected_seconds: float  # every outage so far, the current one included
+    error: str  # why it was lost, while it is
 
 
 class ClientView(NamedTuple):
@@ -256,6 +266,11 @@ class ServerView:
         return index
 
     # -- identity and state ---------------------------------------------------------
+
+    def nats_link(self) -> NatsLinkView:
+        link = self._server.nats_link
+        error = "" if link.up else link.last_error
+        return NatsLinkView(link.up, link.reconnects, link.disconnected_seconds(), error)
 
     @property
     def server_id(self) -> str:

@@ -137,9 +137,9 @@ def _must_keep(
     original: Messages, spans: dict[str, list[tuple[int, int, int]]], rel: str, start: int
 ) -> Messages:
     """The messages recorded before byte ``start`` of file ``rel`` (all of them when the
-    damage is not in a message file). In an index file as in the reference, an entry is
-    what commits a message: records of the data file past the last entry are ignored."""
-    if rel not in spans:
+    damage is not in a message data file: a damaged index, cut or flipped, is rebuilt from
+    the data file, where every record is whole)."""
+    if rel not in spans or rel.endswith(".idx"):
         return original
     channel = rel.split("/")[0]
     lost = [seq for begin, end, seq in spans[rel] if end > start]
@@ -216,14 +216,6 @@ def damage_one(pristine: Path, work: Path, rng: random.Random, report: Report, l
     if problem:
         report.failures.append(f"{what}: recovered, but {problem}")
     report.outcomes[f"{kind} {'cut' if truncate else 'flip'}: recovered"] += 1
-    if kind == "msgs.N.idx" and got != original:
-        # The repair, on the damaged files as they were before any start: a start cuts
-        # the data file after its last index entry (records there are taken for a
-        # write that was never acknowledged).
-        shutil.rmtree(work)
-        shutil.copytree(pristine, work)
-        path.write_bytes(bytes(data))
-        _rebuild_index(work, rel, original, report, what)
 
 
 def _unreported_losses(
@@ -264,19 +256,6 @@ def _reset_server_file(work: Path, original: Messages, report: Report, what: str
         report,
         f"{what} (server.dat reset)",
         "server.dat: recovered once cut to its header",
-    )
-
-
-def _rebuild_index(work: Path, rel: str, original: Messages, report: Report, what: str) -> None:
-    """The documented repair of an index that lost entries: delete it before the channel
-    is written to again; the next start rebuilds it from the data file."""
-    (work / rel).unlink()
-    _recovers_after_repair(
-        work,
-        original,
-        report,
-        f"{what} (index deleted)",
-        "msgs.N.idx cut: messages back once the index is deleted",
     )
 
 

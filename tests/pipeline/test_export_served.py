@@ -108,19 +108,20 @@ def test_archived_slices_only_when_asked(tmp_path: Path) -> None:
     assert ranges["audit.trail"] == (1, 7)
 
 
-def test_unindexed_tail_is_left_out_by_both(tmp_path: Path) -> None:
-    """A record written to the data file but not to the index (a crash between the two
-    writes of a batch, never acknowledged): readers ignore it without writing, the server
-    cuts it off; both say the channel ends before it."""
+def test_unindexed_tail_is_kept_by_both(tmp_path: Path) -> None:
+    """A whole record written to the data file after the index's last entry (the index
+    lost its last entries, or a crash came between the two writes of a batch): it passes
+    its CRC, so readers serve it without writing and the server indexes it again; both
+    say the channel ends with it."""
     copy = copy_fixture("plain", tmp_path)
     ds = open_datastore(copy.datastore)
     last = ds.slices("payments.settled")[-1]
-    extra = pb.MsgProto(sequence=last.last_seq + 1, subject="payments.settled", data=b"lost")
+    extra = pb.MsgProto(sequence=last.last_seq + 1, subject="payments.settled", data=b"kept")
     with open(last.dat_path, "ab") as f:
         f.write(encode_record(extra.SerializeToString(), crc32_func()))
     before = tree_digest(copy.datastore)
     again = open_datastore(copy.datastore)
-    assert again.channel("payments.settled").last_seq == last.last_seq
-    assert any("after its last indexed message" in line for line in again.log)
+    assert again.channel("payments.settled").last_seq == last.last_seq + 1
+    assert any("Recovering them from data file" in line for line in again.log)
     assert tree_digest(copy.datastore) == before  # readers never write
     assert_agree(copy.config, tmp_path / "out")

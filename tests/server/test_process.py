@@ -196,20 +196,6 @@ def test_log_file_pid_file_and_reopen(servers: list[ServerProcess], tmp_path: Pa
     assert not pid_file.exists()
 
 
-def test_fatal_when_embedded_nats_dies(servers: list[ServerProcess]) -> None:
-    server = ServerProcess()
-    servers.append(server)
-    server.read_until("Streaming Server is ready")
-    children = subprocess.run(
-        ["pgrep", "-P", str(server.proc.pid), "nats-server"], capture_output=True, text=True
-    ).stdout.split()
-    assert len(children) == 1
-    os.kill(int(children[0]), signal.SIGKILL)
-    assert server.finish() == 1
-    fatal = [text for level, text in _texts(server.lines) if level == "FTL"]
-    assert fatal and "NATS server exited unexpectedly" in fatal[0]
-
-
 def _connect_and_close(url: str, cluster_id: str) -> None:
     async def go() -> None:
         client = await StanClient.connect(url, cluster_id, "dbg")
@@ -244,18 +230,15 @@ def test_send_signal_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "unable to read pid file" in capsys.readouterr().err
 
 
-async def test_fatal_when_connection_to_nats_is_lost_for_good(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from stanpkg.server import server as server_module
+async def test_fatal_when_connection_to_nats_is_lost_for_good(tmp_path: Path) -> None:
     from tests.server.conftest import make_plan, running, start_nats_process
 
-    monkeypatch.setattr(server_module, "RECONNECT_ATTEMPTS", 2)
-    monkeypatch.setattr(server_module, "RECONNECT_WAIT", 0.05)
+    # Bounded on purpose: by default the server reconnects forever (tests/faults).
+    plan = make_plan("--nats_max_reconnects", "2", "--nats_reconnect_wait", "50ms")
     proc, url = start_nats_process(tmp_path)
     fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     try:
-        async with running(make_plan(), url) as (server, _):
+        async with running(plan, url) as (server, _):
             server.on_fatal = lambda reason: fatal.done() or fatal.set_result(reason)
             proc.kill()
             reason = await asyncio.wait_for(fatal, 10)

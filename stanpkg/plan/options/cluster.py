@@ -211,4 +211,20 @@ OPTIONS: tuple[Option, ...] = (
             "JetStream's replication uses the NATS routes between the nodes"
         ),
     ),
+    Option(
+        "cluster.channel_streams",
+        Kind.INT,
+        16,
+        "Number of JetStream streams the channels of a clustered server are kept in",
+        keys=("channel_streams",),
+        doc="Number of replicated JetStream streams new channels are spread over (each "
+        "channel is a subject of one of them; creating a channel creates no stream). Any "
+        "number of channels fits: more streams spread the replication work over more Raft "
+        "groups, fewer mean fewer elections when the serving node dies. A channel stays in "
+        "its stream when this changes. No effect unless clustered (docs/clustering.md)",
+        flags=("--cluster_channel_streams",),
+        minimum=1,
+        maximum=1000,
+        range_error="cluster channel_streams must be between 1 and 1000 (got {value})",
+    ),
 )

@@ -203,6 +203,31 @@ OPTIONS: tuple[Option, ...] = (
         flags=("--syslog_name",),
     ),
     Option(
+        "nats_reconnect_wait",
+        Kind.DURATION,
+        250_000_000,
+        "Time between two attempts to reconnect to NATS",
+        keys=("nats_reconnect_wait",),
+        flags=("--nats_reconnect_wait",),
+        minimum=1,
+        range_error="NATS reconnect wait must be positive (got {value})",
+        doc="Time between two attempts of the server to reconnect to NATS after losing it "
+        "(as the reference, 250ms). See docs/operations.md.",
+    ),
+    Option(
+        "nats_max_reconnects",
+        Kind.INT,
+        -1,
+        "Attempts to reconnect to NATS before the server exits; -1 means forever",
+        keys=("nats_max_reconnects",),
+        flags=("--nats_max_reconnects",),
+        minimum=-1,
+        range_error="NATS max reconnects must be -1 (forever) or more (got {value})",
+        doc="Attempts to reconnect to each NATS server after losing the connection before "
+        "the server gives up and exits (status 1). -1, the default, retries forever, as "
+        "the reference; 0 exits at once. See docs/operations.md.",
+    ),
+    Option(
         "io_batch_size",
         Kind.INT,
         1024,

@@ -10,6 +10,7 @@ with its error texts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
@@ -48,6 +49,7 @@ from stanpkg.stores.file.format.framing import (
 )
 from stanpkg.stores.file.format.serverfile import SERVER_FILE, read_server_file, write_server_file
 from stanpkg.stores.file.format.truncation import (
+    TRUNCATE_WITNESS,
     acquire_truncate_witness,
     clear_truncate_witness,
 )
@@ -86,6 +88,10 @@ class FileStore(BaseStore, LockableStore):
         root = config.root
         if not root:
             raise StoreError("for FILE stores, root directory must be specified")
+        # A start refused before recovery ends (close() without a successful recover())
+        # leaves the directory as it found it: what this store created goes again.
+        self._created_root = not os.path.isdir(root)
+        self._recovered = False
         try:
             os.makedirs(root, mode=DIR_MODE, exist_ok=True)
         except OSError as exc:
@@ -105,7 +111,7 @@ class FileStore(BaseStore, LockableStore):
             else:
                 clear_truncate_witness(root)
         except (FileStoreError, OSError) as exc:
-            self._lock.release()
+            self._lock.abandon()
             reason = exc.reason if isinstance(exc, FileStoreError) else str(exc)
             raise StoreError(reason) from exc
         crc = crc32_func(options.crc_poly)
@@ -142,6 +148,7 @@ class FileStore(BaseStore, LockableStore):
         names = sorted(e.name for e in os.scandir(self.config.root) if e.is_dir())
         if info is None:
             if not names:
+                self._recovered = True
                 return None
             # v0.23.2 would start empty here and later overwrite these channels' messages.
             self.log.warn(
@@ -152,6 +159,7 @@ class FileStore(BaseStore, LockableStore):
             self.init(info)
         channels = self._recover_channels(names)
         clients = list(self._clients.clients.values())
+        self._recovered = True
         return RecoveredState(info=info, clients=clients, channels=channels)
 
     def _recover_server_file(self) -> ServerInfo | None:
@@ -344,4 +352,18 @@ class FileStore(BaseStore, LockableStore):
             self.env.pool.close_all()
             self.env.syncer.close()
             self.env.remover.wait()
-            self._lock.release()
+            if self._recovered:
+                self._lock.release()
+            else:
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """A refused start: the lock file, the truncate_bad_eof witness and the root
+        directory go if this start made them (the root only while empty)."""
+        if self.config.options.truncate_bad_eof:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.config.root, TRUNCATE_WITNESS))
+        self._lock.abandon()
+        if self._created_root:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.config.root)

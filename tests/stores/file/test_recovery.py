@@ -317,22 +317,51 @@ def test_index_damage_is_rebuilt(tmp_path: Path) -> None:
     assert open_datastore(tmp_path).channel("ch0").slices[0].index_usable
 
 
-def test_unindexed_tail_of_write_slice_is_dropped(tmp_path: Path) -> None:
+def test_record_cut_short_after_the_index_is_dropped(tmp_path: Path) -> None:
     make_store(tmp_path)
     dat = tmp_path / "ch0" / "msgs.2.dat"
     good = dat.stat().st_size
-    with open(dat, "ab") as f:  # a batch whose index write never happened (crash)
+    with open(dat, "ab") as f:  # a record whose write was cut short (crash): never acked
         f.write(b"\x20\x00\x00\x00\x00\x00\x00\x00" + b"\x08\x06" + b"x" * 10)
     store, log = open_store(tmp_path)
     state = store.recover()
     assert state is not None
-    assert log.has(f'File "{dat}" held 20 bytes after its last indexed message')
+    assert log.has(f'File "{dat}" held 20 bytes after its last complete message')
     assert dat.stat().st_size == good
     msgs = state.channels[0].store.msgs
     store_messages(msgs, "ch0", 6, 1)
     store.close()
     ds = open_datastore(tmp_path)
     assert [m.sequence for m in ds.iter_messages("ch0")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_whole_records_after_the_index_are_indexed_again(tmp_path: Path) -> None:
+    recs = make_store(tmp_path)  # slices of 3: msgs.1 (1-3), msgs.2 (4-5)
+    idx = tmp_path / "ch0" / "msgs.2.idx"
+    idx.write_bytes(idx.read_bytes()[:-32])  # lost its last entry
+    dat = tmp_path / "ch0" / "msgs.2.dat"
+    size = dat.stat().st_size
+    store, log = open_store(tmp_path)
+    state = store.recover()
+    assert state is not None
+    msgs = state.channels[0].store.msgs
+    assert [msgs.lookup(s) for s in range(1, 6)] == recs
+    assert log.has(f'Error with index file "{idx}": the data file holds 1 message(s)')
+    store.close()
+    assert dat.stat().st_size == size and idx.stat().st_size == 4 + 2 * 32
+
+
+def test_damaged_record_after_the_index_is_refused_and_kept(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    idx = tmp_path / "ch0" / "msgs.2.idx"
+    idx.write_bytes(idx.read_bytes()[:-32])
+    dat = tmp_path / "ch0" / "msgs.2.dat"
+    data = bytearray(dat.read_bytes())
+    data[-1] ^= 0x01  # the unindexed record now fails its CRC
+    dat.write_bytes(bytes(data))
+    text, _ = recover_error(tmp_path)
+    assert "corrupted data, expected crc to be" in text and f'file "{dat}"' in text
+    assert dat.read_bytes() == bytes(data)
 
 
 def test_empty_server_file_with_channels_is_recovered(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@
 
 The one routine every user of a FILE store goes through, so that the running store,
 ``stanpkg export`` and the Spark source always agree on what a channel holds: its slices,
-the limits re-applied, the data written after the last index entry left out, its
-subscriptions. ``ChannelJob.repair`` decides whether the reference's recovery writes are
-done (the store: index files rebuilt, zero tails cut, that data truncated) or not
-(readers: a rebuilt index stays in memory, zero tails and that data are only skipped).
+the limits re-applied, the whole records written after the last index entry kept
+(format/tail.py), its subscriptions. ``ChannelJob.repair`` decides whether the
+reference's recovery writes are done (the store: index files rebuilt, zero tails cut) or
+not (readers: a rebuilt index stays in memory, zero tails are only skipped).
 ``truncate_bad_eof`` (cutting a record cut short) is asked for separately.
 
 A job and its result are picklable, so the store can recover channels in worker
@@ -21,18 +21,23 @@ from dataclasses import dataclass, field
 
 from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import RecoveredSubscription
-from stanpkg.stores.file.format.errors import BadRecordHandler, FileStoreError
-from stanpkg.stores.file.format.framing import IEEE_POLY, RECORD_HEADER_SIZE, crc32_func
+from stanpkg.stores.file.format.errors import (
+    BadRecordHandler,
+    FileStoreError,
+    MissingDataFileError,
+)
+from stanpkg.stores.file.format.framing import IEEE_POLY, crc32_func
 from stanpkg.stores.file.format.index import INDEX_RECORD, INDEX_RECORD_SIZE
 from stanpkg.stores.file.format.limits import NO_LIMITS, apply_limits
 from stanpkg.stores.file.format.slices import (
     RecoveredSlice,
     SliceInfo,
+    check_data_files,
     discover_slices,
     recover_slice,
 )
 from stanpkg.stores.file.format.subsfile import SUBS_FILE, SubsReplay, replay_subs
-from stanpkg.stores.file.format.truncation import truncate_file
+from stanpkg.stores.file.format.tail import CUT_SHORT
 
 __all__ = [
     "ChannelInfo",
@@ -44,7 +49,6 @@ __all__ = [
 ]
 
 LogLine = tuple[str, str]  # (level: "INF" | "WRN" | "ERR", text)
-_ZERO_HEADER = bytes(RECORD_HEADER_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +138,7 @@ def truncation_lines(lines: Iterable[str]) -> list[LogLine]:
         info = line == "Recovery resumes..." or (
             line.startswith('File "') and "has been truncated to offset" in line
         )
-        out.append(("INF" if info else "ERR", line))
+        out.append(("INF" if info else "WRN" if CUT_SHORT in line else "ERR", line))
     return out
 
 
@@ -156,6 +160,11 @@ def recover_channel(
     opened = f"{job.name}/subs.dat"
     try:
         numbers = discover_slices(channel_dir)
+        try:
+            check_data_files(channel_dir, numbers)
+        except MissingDataFileError as exc:
+            opened = f"{job.name}/{os.path.basename(exc.path or '')}"
+            raise
         recovered: list[RecoveredSlice] = []
         for number in numbers:
             opened = f"{job.name}/msgs.{number}.idx"  # the file the reference names
@@ -178,8 +187,6 @@ def recover_channel(
                 recovered.append(rs)
                 if on_slice is not None:
                     on_slice(rs.info.count)
-        if recovered:
-            log.extend(_unindexed_tail(recovered[-1], trim=job.repair))
         extent = apply_limits(
             [r.info for r in recovered], [r.index for r in recovered], job.limits, job.now_ns
         )
@@ -217,45 +224,6 @@ def recover_channel(
         log=tuple(log),
         scanned=sum(r.info.count for r in recovered),
     )
-
-
-def _unindexed_tail(rs: RecoveredSlice, *, trim: bool) -> list[LogLine]:
-    """Data records written after the index's last entry are not part of the channel.
-
-    They exist only after a crash between the data and index writes of a batch, so they
-    were never acknowledged. The reference ignores them and appends after them, leaving
-    a second record with the same sequence in the file; the store (``trim``) cuts them
-    off, which keeps every sequence unique on disk. Readers leave them alone: they read
-    the slice through its index (an index rebuilt in memory ends at the last good record).
-    """
-    if not trim and not rs.info.index_usable:
-        return []
-    _, offset, _, size, _ = INDEX_RECORD.unpack(rs.index[-INDEX_RECORD_SIZE:])
-    end = offset + RECORD_HEADER_SIZE + size
-    path = rs.info.dat_path
-    extra = os.path.getsize(path) - end
-    if extra <= 0:
-        return []
-    if trim:
-        truncate_file(path, end)
-        return [
-            (
-                "WRN",
-                f'File "{path}" held {extra} bytes after its last indexed message (a write '
-                f"interrupted before it was acknowledged); truncated to offset: {end}",
-            )
-        ]
-    with open(path, "rb") as f:
-        f.seek(end)
-        if f.read(RECORD_HEADER_SIZE) == _ZERO_HEADER:
-            return []  # a zero tail: no data
-    return [
-        (
-            "WRN",
-            f'File "{path}" holds {extra} bytes after its last indexed message (a write '
-            f"interrupted before it was acknowledged); they are ignored",
-        )
-    ]
 
 
 def _packed_seqs(rs: RecoveredSlice) -> bytes:

@@ -23,6 +23,7 @@ __all__ = [
     "InvalidRecordTypeError",
     "InvalidSliceNameError",
     "MessageDecryptionError",
+    "MissingDataFileError",
     "RecordDecodeError",
     "RecordError",
     "ServerFileSizeError",
@@ -77,6 +78,10 @@ class RecordDecodeError(FileStoreError):
 
 class InvalidSliceNameError(FileStoreError):
     """A ``msgs.<N>.dat`` file whose N is not a decimal integer."""
+
+
+class MissingDataFileError(FileStoreError):
+    """A ``msgs.N.idx`` whose ``msgs.N.dat`` is gone, where no removal explains it."""
 
 
 class TruncateWitnessError(FileStoreError):

@@ -66,7 +66,7 @@ class MessageSliceWriter:
         self._data = bytearray()
         self._index = bytearray()
         # New data goes after whatever the data file holds (records past the index are
-        # ignored by recovery, like the reference).
+        # indexed again by recovery: format/tail.py).
         self._dat_fd, self._offset = open_append_fd(self.dat_path)
         try:
             self._idx_fd, _ = open_append_fd(self.idx_path)

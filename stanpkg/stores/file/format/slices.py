@@ -22,6 +22,7 @@ from stanpkg.stores.file.format.errors import (
     IndexFileError,
     IndexVerificationError,
     InvalidSliceNameError,
+    MissingDataFileError,
     RecordDecodeError,
     UnexpectedEOFError,
 )
@@ -41,17 +42,20 @@ from stanpkg.stores.file.format.index import (
     encode_index_record,
     summarize_index,
 )
+from stanpkg.stores.file.format.tail import Tail, scan_tail, settle_tail
 from stanpkg.stores.file.format.truncation import truncate_file
 
 __all__ = [
     "RecoveredSlice",
     "SliceInfo",
+    "check_data_files",
     "discover_slices",
     "recover_slice",
     "slice_paths",
 ]
 
 _SLICE_DAT = re.compile(r"^msgs\.(.*)\.dat$")
+_SLICE_IDX = re.compile(r"^msgs\.(.*)\.idx$")
 
 
 def slice_paths(channel_dir: str, number: int) -> tuple[str, str]:
@@ -77,6 +81,43 @@ def discover_slices(channel_dir: str) -> list[int]:
             )
         numbers.append(int(text))
     return sorted(numbers)
+
+
+def check_data_files(channel_dir: str, numbers: list[int]) -> None:
+    """Refuse a slice whose data file is gone while its index remains (the newest one, or
+    one between others): its messages were acknowledged, and a server that started
+    without them would give their sequences to new messages, then lose those at the next
+    restart behind the stale index. An index older than every data file is what a slice
+    removal interrupted between its two files leaves (data first): ignored.
+
+    Raises :class:`MissingDataFileError` naming the missing file and what its index lists.
+    """
+    oldest = min(numbers, default=None)
+    present = set(numbers)
+    for entry in os.scandir(channel_dir):
+        match = _SLICE_IDX.match(entry.name)
+        if match is None or not re.fullmatch(r"[+-]?[0-9]+", match.group(1)):
+            continue
+        number = int(match.group(1))
+        if number in present or (oldest is not None and number < oldest):
+            continue
+        dat_path, idx_path = slice_paths(channel_dir, number)
+        raise MissingDataFileError(
+            f'data file "{dat_path}" is missing; its index lists {_listed(idx_path)}',
+            path=idx_path,
+        )
+
+
+def _listed(idx_path: str) -> str:
+    """What an orphan index says its slice held, for the error text."""
+    try:
+        with open(idx_path, "rb") as f:
+            summary = summarize_index(f.read(), idx_path, None)
+    except (OSError, FileStoreError):
+        return "an unreadable range of messages"
+    if not summary.count:
+        return "no message"
+    return f"{summary.count} message(s), sequences {summary.first_seq}..{summary.last_seq}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +186,8 @@ def recover_slice(
     dat_path, idx_path = paths or slice_paths(channel_dir, number)
     check_crc = crc if do_crc else None
     log = [] if log is None else log
+    indexed: RecoveredSlice | None = None
+    tail: Tail | None = None
     with map_file(dat_path) as dat:
         check_version(dat, dat_path)
         if os.path.exists(idx_path):
@@ -157,6 +200,14 @@ def recover_slice(
                     truncate_file(idx_path, summary.zero_tail_at)
                 if summary.last is not None:
                     _verify_last(dat, dat_path, summary.last, crc)
+                    tail = scan_tail(
+                        dat,
+                        dat_path,
+                        summary.last,
+                        check_crc=check_crc,
+                        crc=crc,
+                        on_bad_record=on_bad_record,
+                    )
                     info = SliceInfo(
                         channel=channel,
                         number=number,
@@ -170,7 +221,7 @@ def recover_slice(
                         last_timestamp=summary.last_timestamp,
                         contiguous=summary.contiguous,
                     )
-                    return RecoveredSlice(info, idx[: summary.end], log)
+                    indexed = RecoveredSlice(info, idx[: summary.end], log)
             except IndexVerificationError as exc:
                 log.append(str(exc.reason))
                 log.append(
@@ -182,9 +233,12 @@ def recover_slice(
                     f'Error with index file "{idx_path}": {exc.reason}. '
                     "Truncating and recovering from data file"
                 )
-        rebuilt, bad_eof, zero_tail_at = _scan_data(
-            channel, number, dat, dat_path, idx_path, check_crc, crc, on_bad_record
-        )
+        if indexed is None:
+            rebuilt, bad_eof, zero_tail_at = _scan_data(
+                channel, number, dat, dat_path, idx_path, check_crc, crc, on_bad_record
+            )
+    if indexed is not None and tail is not None:
+        return _extended(indexed, tail, repair=repair)
     if repair and zero_tail_at is not None:
         truncate_file(dat_path, zero_tail_at)
     truncated_at = None
@@ -201,6 +255,24 @@ def recover_slice(
         _write_index_file(idx_path, index)
         info = replace(info, index_usable=True)
     return RecoveredSlice(info, index, log, truncated_at)
+
+
+def _extended(rs: RecoveredSlice, tail: Tail, *, repair: bool) -> RecoveredSlice:
+    """The slice with the whole records after its index's last entry (see tail.py)."""
+    info = rs.info
+    settle_tail(info.dat_path, info.idx_path, len(rs.index), tail, repair=repair, log=rs.log)
+    if not tail.count:
+        return rs
+    info = replace(
+        info,
+        last_seq=tail.last_seq,
+        count=info.count + tail.count,
+        total_bytes=info.total_bytes + tail.total_bytes,
+        last_timestamp=tail.last_timestamp,
+        contiguous=info.contiguous and tail.contiguous,
+        index_usable=repair,  # readers scan the data file: the index on disk lacks them
+    )
+    return RecoveredSlice(info, rs.index + tail.index, rs.log)
 
 
 def _verify_last(dat: FileImage, dat_path: str, last: IndexEntry, crc: CrcFunc) -> None:
