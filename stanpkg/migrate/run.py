@@ -1,5 +1,5 @@
-"""One migration: the source's channels into their streams (resuming where an earlier run
-stopped), then the records, then ``--verify``; a summary of it all."""
+"""One migration: the source's channels into their shared streams (resuming where an
+earlier run stopped), then the records, then ``--verify``; a summary of it all."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stanpkg.migrate.destination import Destination, DestinationError, Message, Step, migrated_id
+from stanpkg.migrate.destination import Destination, DestinationError, Message, Step
 from stanpkg.migrate.progress import Progress
 from stanpkg.migrate.source import SourceChannel, SourceError, SourceStore
 from stanpkg.migrate.verify import ChannelCheck, verify_channel
 from stanpkg.stores.base import ServerInfo, StoreError
+from stanpkg.stores.jetstream.records import ChannelState
 
 __all__ = ["MigrateError", "Request", "Summary", "migrate"]
 
@@ -123,8 +124,12 @@ async def migrate(
     if not request.dry_run:
         existing = await destination.open_state()
         subs = {c.name: c.subscriptions for c in source.channels}
+        figures = {
+            c.name: ChannelState(c.msg_count, c.total_bytes, c.first_seq, c.last_seq)
+            for c in source.channels
+        }
         summary.records = await destination.write_records(
-            existing, _server_info(source, request), source.clients, subs
+            existing, _server_info(source, request), source.clients, subs, figures
         )
     summary.clients = len(source.clients)
     summary.figures = progress.figures()
@@ -172,8 +177,10 @@ async def _channel(
             report["to_write"] = _read_through(source, name, start, progress)
         progress.channel_done()
         return report
-    stream = destination.stream(name, channel.limits, channel.first_seq)
-    next_seq = await destination.prepare(stream, plan, replace=request.replace)
+    log = destination.channel_log(name)
+    next_seq = await destination.prepare(
+        log, plan, replace=request.replace, first_seq=channel.first_seq
+    )
     if plan.step is Step.CONFLICT:
         report["action"] = "replace"
     report["from_seq"] = next_seq
@@ -181,19 +188,16 @@ async def _channel(
     try:
         for message in source.messages(name, next_seq):
             _check_next(name, next_seq, message.sequence)
-            stream.append(
-                message.sequence, message.reply, message.timestamp, message.data,
-                migrated_id(message.sequence),
-            )  # fmt: skip
+            log.append(message.sequence, message.reply, message.timestamp, message.data)
             next_seq += 1
             queued += 1
             size += len(message.data)
             if queued >= CHUNK_MESSAGES or size >= CHUNK_BYTES:
-                await stream.flush()
+                await log.flush()
                 report["written"] += queued
                 progress.add(queued, size)
                 queued = size = 0
-        await stream.flush()
+        await log.flush()
     except StoreError as exc:
         raise MigrateError(f"channel {name!r}: {exc}") from exc
     except SourceError as exc:
@@ -222,7 +226,7 @@ def _check_next(channel: str, expected: int, found: int) -> None:
     if found != expected:
         raise MigrateError(
             f"channel {channel!r}: the source has no message {expected} (the next is "
-            f"{found}); a stream keeps sequences only without gaps"
+            f"{found}); a cluster keeps a channel's sequences only without gaps"
         )
 
 

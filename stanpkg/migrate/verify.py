@@ -1,4 +1,4 @@
-"""``--verify``: each channel's messages in the source and in its stream, side by side —
+"""``--verify``: each channel's messages in the source and in the destination, side by side —
 count, first and last sequence, every sequence, reply, timestamp and payload — with a
 SHA-256 of each side, so that a difference is named by channel and sequence."""
 
@@ -90,9 +90,9 @@ async def verify_channel(
 ) -> ChannelCheck:
     """Both sides of one channel, in sequence order, compared message by message."""
     check = ChannelCheck(channel.name, Side(), Side(), [])
-    state = await destination.stream_state(channel.name)
+    state = await destination.channel_state(channel.name)
     if state is None:
-        check.differences.append("no stream in the destination")
+        check.differences.append("not in the destination")
     theirs = (
         destination.read_messages(channel.name, state.first_seq, state.last_seq)
         if state is not None and state.msgs

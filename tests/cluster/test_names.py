@@ -1,28 +1,34 @@
 """Names in JetStream for any cluster ID and channel: valid and distinct (KV keys:
-tests/stores/jetstream/test_kvmap.py)."""
+tests/stores/jetstream/test_kvmap.py; the whole layout: test_layout.py there)."""
 
 from __future__ import annotations
 
 import re
 
-from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import (
+    channel_subject,
+    legacy_stream_name,
+    shared_stream_name,
+)
 from stanpkg.stores.jetstream.store import ClusterSettings
 
 STREAM = re.compile(r"^[^.*>\s/\\]+$")
 
 
 def test_stream_names_are_valid_and_distinct() -> None:
-    names = {stream_name(cid, ch) for cid in ("c", "c.d", "c_d") for ch in ("a.b", "a_b", "a b")}
-    assert len(names) == 9
+    names = {shared_stream_name(cid, k) for cid in ("c", "c.d", "c_d", "c d") for k in (0, 15)}
+    assert len(names) == 8
     for name in names:
         assert STREAM.match(name) and len(name) <= 255
+    legacy = {legacy_stream_name(cid, ch) for cid in ("c", "c.d") for ch in ("a.b", "a_b")}
+    assert len(legacy) == 4 and all(STREAM.match(name) for name in legacy)
 
 
-def test_stream_subject_names_the_cluster_and_the_channel() -> None:
-    assert stream_subject("my-cluster", "orders.new") == "_STAN.ch.my-cluster.orders.new"
+def test_channel_subject_names_the_cluster_the_stream_and_the_channel() -> None:
+    assert channel_subject("my-cluster", 3, "orders.new") == "_STAN.ch.my-cluster.3.orders.new"
     # A cluster ID that is not one plain token is encoded, so IDs that read alike differ.
-    assert stream_subject("a.b", "x") != stream_subject("a_b", "x")
-    assert stream_subject("a.b", "x").count(".") == stream_subject("a_b", "x").count(".")
+    assert channel_subject("a.b", 0, "x") != channel_subject("a_b", 0, "x")
+    assert channel_subject("a.b", 0, "x").count(".") == channel_subject("a_b", 0, "x").count(".")
 
 
 def test_state_buckets_of_ids_that_read_alike_differ() -> None:

@@ -11,6 +11,12 @@ import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.jetstream.layout import (
+    DEFAULT_CHANNEL_STREAMS,
+    channel_stream_index,
+    channel_subject,
+    shared_stream_name,
+)
 from tests.cluster.conftest import LEADER, READY, Cluster
 from tests.server.stan_client import StanClient
 from tests.server.test_fault_tolerance import publish
@@ -67,7 +73,7 @@ async def test_bootstrap_node_serves_and_recovers_everything(cluster: Cluster) -
 async def test_an_idle_channel_is_deleted_and_comes_back_empty_after_a_restart(
     cluster: Cluster,
 ) -> None:
-    """max_inactivity in a cluster: the channel's stream and record go, a channel created
+    """max_inactivity in a cluster: the channel's messages and record go, a channel created
     again under its name starts at 1 without the old messages, also for the node that
     loads the state next."""
     args = [*bootstrap("idle"), "-mi", "1s"]
@@ -90,6 +96,12 @@ async def test_an_idle_channel_is_deleted_and_comes_back_empty_after_a_restart(
     assert again.stop() == 0
 
 
+def _where(cluster_id: str, channel: str) -> tuple[str, str]:
+    """A channel's subject and its shared stream (a new cluster's layout)."""
+    index = channel_stream_index(channel, DEFAULT_CHANNEL_STREAMS)
+    return channel_subject(cluster_id, index, channel), shared_stream_name(cluster_id, index)
+
+
 async def test_a_plain_jetstream_consumer_reads_a_channel(cluster: Cluster) -> None:
     args = bootstrap("js")
     node = cluster.start("js", args)
@@ -98,9 +110,8 @@ async def test_a_plain_jetstream_consumer_reads_a_channel(cluster: Cluster) -> N
     nc = await nats.connect(node.url)
     try:
         js = nc.jetstream()
-        sub = await js.subscribe(
-            f"_STAN.ch.{cluster.cluster_id}.events.created", ordered_consumer=True
-        )
+        subject, stream = _where(cluster.cluster_id, "events.created")
+        sub = await js.subscribe(subject, stream=stream, ordered_consumer=True)
         payloads = [(await sub.next_msg(5)).data for _ in range(5)]
     finally:
         await nc.close()
@@ -118,9 +129,8 @@ async def test_an_encrypted_cluster_keeps_only_ciphertext_in_jetstream(cluster: 
     await publish(node.url, cluster.cluster_id, "secrets", 5)
     nc = await nats.connect(node.url)
     try:
-        sub = await nc.jetstream().subscribe(
-            f"_STAN.ch.{cluster.cluster_id}.secrets", ordered_consumer=True
-        )
+        subject, stream = _where(cluster.cluster_id, "secrets")
+        sub = await nc.jetstream().subscribe(subject, stream=stream, ordered_consumer=True)
         stored = [(await sub.next_msg(5)).data for _ in range(5)]
     finally:
         await nc.close()

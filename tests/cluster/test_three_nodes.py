@@ -16,6 +16,14 @@ import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.stores.jetstream.layout import (
+    DEFAULT_CHANNEL_STREAMS,
+    channel_stream_index,
+    kv_stream,
+    lease_bucket,
+    records_bucket,
+    shared_stream_name,
+)
 from tests.cluster.conftest import LEADER, READY, Cluster, Node, three_node_args
 from tests.server.conftest import node_modules  # noqa: F401 - fixture
 from tests.server.stan_client import StanClient, StanError
@@ -227,19 +235,25 @@ async def stream_leaders(url: str) -> dict[str, str]:
 async def test_stream_leaders_follow_the_serving_node_and_a_follower_death_stalls_nothing(
     cluster: Cluster,
 ) -> None:
-    """The serving node gathers every stream's JetStream leadership (records, lease, each
-    channel), so the death of a follower leaves it serving: no lease lost, nothing lost."""
+    """The serving node gathers the JetStream leadership of the streams it writes (records,
+    lease, and each shared stream at its first write), so the death of a follower leaves
+    it serving: no lease lost, nothing lost."""
     nodes = start_three(cluster)
     leader = leader_of(nodes)
     followers = [n for n in nodes if n is not leader]
     cid = cluster.cluster_id
     client = await StanClient.connect(followers[0].url, cid, "first")
-    await client.publish("orders", b"first")  # the channel's stream exists
+    await client.publish("orders", b"first")  # written to its shared stream
     await client.close()
+    written = {
+        kv_stream(records_bucket(cid)),
+        kv_stream(lease_bucket(cid)),
+        shared_stream_name(cid, channel_stream_index("orders", DEFAULT_CHANNEL_STREAMS)),
+    }
     deadline = time.monotonic() + 60
     while True:
         leaders = await stream_leaders(followers[0].url)
-        if len(leaders) == 3 and set(leaders.values()) == {leader.name}:
+        if written <= leaders.keys() and {leaders[name] for name in written} == {leader.name}:
             break
         assert time.monotonic() < deadline, f"streams led elsewhere: {leaders}"
         await asyncio.sleep(0.5)

@@ -1,5 +1,6 @@
 """``stanpkg migrate`` into one real JetStream-enabled nats-server: the Go-written fixtures
-keep their sequences and payloads (read back as a plain JetStream user reads them), the
+keep their sequences and payloads (read back as a plain JetStream user reads them: each
+channel a subject of one of the cluster's shared streams), the
 source files stay as they were, damaged input is named or skipped, an interrupted run
 resumes without writing a message twice, --verify and the conflict check catch a
 destination that is not the source."""
@@ -19,13 +20,19 @@ from typing import Any
 import nats
 import pytest
 from nats.js import JetStreamContext
-from nats.js.api import StreamConfig
 
 from stanpkg.migrate import destination as destination_module
 from stanpkg.migrate.destination import Destination, DestinationError
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.layout import kv_key, records_bucket, stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import (
+    DEFAULT_CHANNEL_STREAMS,
+    channel_stream_index,
+    channel_subject,
+    kv_key,
+    records_bucket,
+    shared_stream_name,
+)
 from stanpkg.stores.jetstream.stream_reader import ReplicaBehind
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import STANPKG
@@ -53,21 +60,30 @@ async def jetstream(url: str) -> AsyncIterator[JetStreamContext]:
         await nc.close()
 
 
+def where(cluster_id: str, channel: str) -> tuple[str, str]:
+    """A migrated channel's subject and shared stream (a new cluster's layout)."""
+    index = channel_stream_index(channel, DEFAULT_CHANNEL_STREAMS)
+    return channel_subject(cluster_id, index, channel), shared_stream_name(cluster_id, index)
+
+
 async def stream_messages(url: str, cluster_id: str, channel: str) -> list[dict[str, Any]]:
     """The channel as any JetStream client reads it: an ordered consumer on the channel's
-    subject; the STAN fields from the headers, the sequence from the stream."""
+    subject of its shared stream; the STAN fields, the sequence among them, from the
+    headers."""
+    subject, stream = where(cluster_id, channel)
     async with jetstream(url) as js:
-        info = await js.stream_info(stream_name(cluster_id, channel))
+        info = await js.stream_info(stream, subjects_filter=subject)
+        count = (info.state.subjects or {}).get(subject, 0)
         found: list[dict[str, Any]] = []
-        if info.state.messages == 0:
+        if count == 0:
             return found
-        sub = await js.subscribe(stream_subject(cluster_id, channel), ordered_consumer=True)
-        while len(found) < info.state.messages:
+        sub = await js.subscribe(subject, stream=stream, ordered_consumer=True)
+        while len(found) < count:
             msg = await sub.next_msg(timeout=5)
             headers = msg.headers or {}
             found.append(
                 {
-                    "sequence": msg.metadata.sequence.stream,
+                    "sequence": int(headers["Stan-Sequence"]),
                     "reply": headers.get("Stan-Reply", ""),
                     "data": msg.data,
                     "timestamp_ns": str(headers["Stan-Timestamp"]),
@@ -75,6 +91,17 @@ async def stream_messages(url: str, cluster_id: str, channel: str) -> list[dict[
             )
         await sub.unsubscribe()
         return found
+
+
+async def channel_figures(url: str, cluster_id: str, channel: str) -> tuple[int, int, int]:
+    """(first, last, msgs) of a channel: its messages', else its figures' record."""
+    messages = await stream_messages(url, cluster_id, channel)
+    if messages:
+        return messages[0]["sequence"], messages[-1]["sequence"], len(messages)
+    async with jetstream(url) as js:
+        kv = await js.key_value(records_bucket(cluster_id))
+        figures = json.loads((await kv.get(kv_key("state", channel))).value or b"{}")
+    return figures["first"], figures["last"], figures["msgs"]
 
 
 def expected_messages(manifest: dict[str, Any], channel: str) -> list[dict[str, Any]]:
@@ -101,14 +128,12 @@ async def test_a_go_fixture_keeps_its_sequences_and_its_files(
     assert summary["cluster_id"] == cluster_id
     expected = {c["name"]: c for c in copy.manifest["expected"]["channels"]}
     assert [c["name"] for c in summary["channels"]] == sorted(expected)
-    async with jetstream(jetstream_url) as js:
-        for channel, want in expected.items():
-            state = (await js.stream_info(stream_name(cluster_id, channel))).state
-            assert (state.first_seq, state.last_seq, state.messages) == (
-                want["first_seq"],
-                want["last_seq"],
-                want["msgs"],
-            ), channel
+    for channel, want in expected.items():
+        assert await channel_figures(jetstream_url, cluster_id, channel) == (
+            want["first_seq"],
+            want["last_seq"],
+            want["msgs"],
+        ), channel
     for channel in expected:
         assert await stream_messages(jetstream_url, cluster_id, channel) == expected_messages(
             copy.manifest, channel
@@ -202,38 +227,34 @@ async def test_an_interrupted_run_resumes_and_writes_each_message_once(
             break
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
+    subject, stream = where("pipe-test", "ticks")
     async with jetstream(jetstream_url) as js:
-        name = stream_name("pipe-test", "ticks")
-        partial = (await js.stream_info(name)).state
-        assert 0 < partial.last_seq < count
+        partial = int(((await js.get_last_msg(stream, subject)).headers or {})["Stan-Sequence"])
+    assert 0 < partial < count
 
-        summary = migrate_json("--config", str(config), "--nats", jetstream_url, "--verify")
-        (channel,) = summary["channels"]
-        assert channel["action"] == "resume"
-        assert channel["from_seq"] == partial.last_seq + 1
-        assert channel["written"] == count - partial.last_seq
-        assert summary["verified"] is True
-        state = (await js.stream_info(name)).state
-        assert (state.first_seq, state.last_seq, state.messages) == (1, count, count)
+    summary = migrate_json("--config", str(config), "--nats", jetstream_url, "--verify")
+    (channel,) = summary["channels"]
+    assert channel["action"] == "resume"
+    assert channel["from_seq"] == partial + 1
+    assert channel["written"] == count - partial
+    assert summary["verified"] is True
+    assert await channel_figures(jetstream_url, "pipe-test", "ticks") == (1, count, count)
 
 
 async def _rewrite_with(url: str, cluster_id: str, channel: str, changes: dict[int, bytes]) -> None:
-    """Replace the channel's stream by one with the same messages except ``changes``
-    (sequence -> payload): JetStream alters no stored message, so the stream is rebuilt."""
+    """Replace the channel's messages by the same ones except ``changes`` (sequence ->
+    payload): JetStream alters no stored message, so the subject is purged and written
+    again, as a plain JetStream client writes it."""
     messages = await stream_messages(url, cluster_id, channel)
+    subject, stream = where(cluster_id, channel)
     async with jetstream(url) as js:
-        name = stream_name(cluster_id, channel)
-        config: StreamConfig = (await js.stream_info(name)).config
-        await js.delete_stream(name)
-        await js.add_stream(config)
-        await js.purge_stream(name, seq=messages[0]["sequence"])
+        await js.purge_stream(stream, subject=subject)
         for m in messages:
-            headers = {"Stan-Timestamp": m["timestamp_ns"]}
+            headers = {"Stan-Sequence": str(m["sequence"]), "Stan-Timestamp": m["timestamp_ns"]}
             if m["reply"]:
                 headers["Stan-Reply"] = m["reply"]
             data = changes.get(m["sequence"], m["data"])
-            ack = await js.publish(stream_subject(cluster_id, channel), data, headers=headers)
-            assert ack.seq == m["sequence"]
+            await js.publish(subject, data, stream=stream, headers=headers)
 
 
 async def test_verify_names_an_altered_message(tmp_path: Path, jetstream_url: str) -> None:
@@ -304,7 +325,7 @@ async def test_another_cluster_id_names_the_streams_and_the_records(
         names = sorted([info.config.name for info in await js.streams_info()])
         assert names == sorted(
             ["KV_STAN_ledger-west_state"]
-            + [stream_name("ledger-west", c["name"]) for c in summary["channels"]]
+            + [f"STAN_ledger-west_ch{index}" for index in range(DEFAULT_CHANNEL_STREAMS)]
         )
         kv = await js.key_value("STAN_ledger-west_state")
         info = spb.ServerInfo.FromString((await kv.get("server")).value or b"")
@@ -312,8 +333,13 @@ async def test_another_cluster_id_names_the_streams_and_the_records(
         assert info.Discovery == "_STAN.discover.ledger-west"
         keys = sorted(await kv.keys())
         channels = [kv_key("channel", c["name"]) for c in summary["channels"]]
-        assert set(channels) | {"server", kv_key("client", "svc-alpha")} <= set(keys)
+        figures = [kv_key("state", c["name"]) for c in summary["channels"]]
+        assert set(channels) | set(figures) <= set(keys)
+        assert {"server", "layout", kv_key("client", "svc-alpha")} <= set(keys)
         assert len([k for k in keys if k.startswith("sub.")]) == 4
+        record = json.loads((await kv.get(channels[0])).value or b"")
+        index = channel_stream_index(summary["channels"][0]["name"], DEFAULT_CHANNEL_STREAMS)
+        assert record == {"stream": index}
 
 
 async def test_channels_selects_by_name_and_wildcard(tmp_path: Path, jetstream_url: str) -> None:
@@ -323,9 +349,11 @@ async def test_channels_selects_by_name_and_wildcard(tmp_path: Path, jetstream_u
     )
     assert [c["name"] for c in summary["channels"]] == ["audit.trail", "orders.created"]
     async with jetstream(jetstream_url) as js:
-        names = {info.config.name for info in await js.streams_info()}
-    assert stream_name("ledger-east", "payments.settled") not in names
-    assert stream_name("ledger-east", "orders.created") in names
+        kv = await js.key_value(records_bucket("ledger-east"))
+        keys = set(await kv.keys())
+    assert kv_key("channel", "payments.settled") not in keys
+    assert kv_key("channel", "orders.created") in keys
+    assert await stream_messages(jetstream_url, "ledger-east", "payments.settled") == []
 
 
 async def test_keep_encrypted_copies_payloads_as_stored(tmp_path: Path, jetstream_url: str) -> None:
@@ -372,12 +400,9 @@ async def test_a_replica_catching_up_is_read_again_then_named(
 
     monkeypatch.setattr(ReplicatedMap, "load", always_behind)
     monkeypatch.setattr(destination_module, "READY_TIMEOUT", 0.5)
-    destination = await Destination.open(NatsEndpoint(jetstream_url), "catching-up", None)
-    try:
-        with pytest.raises(DestinationError, match="read here ends at 0"):
-            await destination.open_state()
-    finally:
-        await destination.close()
+    # The records exist now: the destination reads them (the cluster's layout) at once.
+    with pytest.raises(DestinationError, match="read here ends at 0"):
+        await Destination.open(NatsEndpoint(jetstream_url), "catching-up", None)
 
 
 async def test_replicas_are_the_records_buckets_else_one_per_server_known(

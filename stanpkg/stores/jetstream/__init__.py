@@ -1,7 +1,9 @@
 """The clustered store on JetStream: its one connection and the JetStream API spoken on it
 (``jetstream_api``), key-value buckets (``kv``), the lease that decides which node serves
-(``lease``), the replicated records in a KV bucket (``kvmap``), and one stream per channel
-(``stream_writer``, ``stream_reader``, ``stream_management``); every name, key and record
+(``lease``), the replicated records in a KV bucket (``kvmap``), and the channels as
+subjects of a fixed number of shared streams (``shared_streams``, ``channel_log``,
+``stream_writer``, ``stream_reader``, ``stream_management``; a cluster of the earlier
+stream-per-channel layout is converted by ``conversion``); every name, key and record
 format in JetStream is ``layout``'s and ``records``'. Everything replicated lives in
 JetStream; stanpkg runs no consensus of its own (docs/clustering.md)."""
 

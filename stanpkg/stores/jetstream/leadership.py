@@ -1,6 +1,6 @@
 """The JetStream leaders of the cluster's streams follow the serving node.
 
-Every stream (each channel, the records, the lease) is its own Raft group, and a stream
+Every stream (each shared stream, the records, the lease) is its own Raft group, and a stream
 whose leader dies takes JetStream's election (4-9 s, not tunable) to be writable again.
 Only the serving node writes. With every leader on its server, the death of a standby
 stalls nothing (as a follower's death in the reference's single Raft group), and the
@@ -11,9 +11,9 @@ running side by side with the lease time. Writes also skip a route hop to a remo
 The move is JetStream's leader step-down with a preferred server (nats-server 2.11+),
 asked only of a stream whose replica on this server is current. A write sent while a
 stream's leadership changes hands can go unanswered for the write timeout (5 s, then it
-is sent again), so a channel's stream is moved before the channel's first write of a
-leadership, with nothing in flight, and the records and the lease by a sweep at promotion
-and every GATHER_INTERVAL (their writes are few, and retried).
+is sent again), so a shared stream is moved before the first write of a leadership to
+any of its channels, with nothing in flight, and the records and the lease by a sweep at
+promotion and every GATHER_INTERVAL (their writes are few, and retried).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = ["GATHER_INTERVAL", "LeaderGathering"]
 GATHER_INTERVAL = 10.0  # seconds between two sweeps, at least
 COST_FACTOR = 4  # a sweep that takes t seconds waits 4t before the next
 CONCURRENT = 16  # STREAM.INFO requests in flight at once
-MOVE_WITHIN = 3.0  # seconds a channel's first write waits for its stream's leader to move
+MOVE_WITHIN = 3.0  # seconds a stream's first write waits for its leader to move
 MOVE_POLL = 0.05
 MOVE_ASK_AGAIN = 1.0  # seconds after a step-down that did not land here
 MOVE_REQUEST_TIMEOUT = 1.0
@@ -62,8 +62,8 @@ class LeaderGathering:
             self._task = None
 
     async def lead_here(self, stream: str) -> None:
-        """Bring one stream's leader here and wait until it is (a channel's, before its
-        first write); after MOVE_WITHIN seconds it stays where it is, and writes go on."""
+        """Bring one stream's leader here and wait until it is (a shared stream's, before
+        its first write); after MOVE_WITHIN seconds it stays where it is, and writes go on."""
         server = str(self._conn.server_info.get("server_name", ""))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MOVE_WITHIN

@@ -4,30 +4,45 @@ Records (the KV bucket ``layout.records_bucket``), each a (key, value) pair:
 
 * ``server``: the server info, a serialized ``spb.ServerInfo``;
 * ``client.<client ID>``: a serialized ``spb.ClientInfo``;
-* ``channel.<channel>``: empty, the channel exists (its messages are in its stream);
+* ``channel.<channel>``: ``{"stream": k}``, the channel's shared stream (layout 1 wrote
+  an empty value: a channel of its own stream, converted by ``conversion``);
+* ``state.<channel>``: ``{"msgs": n, "bytes": b, "first": f, "last": l}``, the channel's
+  figures as the serving node last had them (monitoring on the followers; and where a
+  channel whose messages are all gone continues);
 * ``sub.<channel>.<sub ID>``: a serialized ``spb.SubscriptionSnapshot``, the
-  subscription's ``SubState`` and its pending (sent, unacknowledged) sequences.
+  subscription's ``SubState`` and its pending (sent, unacknowledged) sequences;
+* ``layout``: ``{"version": 2, "channel_streams": N}``, the layout and the number of
+  streams new channels are spread over.
 
-Messages (a channel's stream, ``layout.stream_name``): the stream message's data is the
-published payload, as published; STAN's own fields are headers: ``Nats-Msg-Id`` = the
-publish GUID (JetStream answers a resend within the duplicate window with the original
-sequence), ``Stan-Reply``, ``Stan-Timestamp`` (ns). STAN sequence = stream sequence.
+Messages (a channel's subject of its shared stream, ``layout.channel_subject``): the
+stream message's data is the published payload, as published; STAN's own fields are
+headers: ``Stan-Sequence`` (the channel's sequence), ``Stan-Timestamp`` (ns),
+``Stan-Reply``, and ``Nats-Msg-Id`` = the publish GUID (JetStream answers a resend
+within the duplicate window as a duplicate), or the writer's own ID when the publisher
+gave none. A message converted from layout 1 keeps its GUID in ``Stan-Guid`` instead
+(layout 1's own IDs were unique per channel only). The first message of a write expects
+the channel's last stream sequence (``Nats-Expected-Last-Subject-Sequence``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import ClientRecord, ServerInfo, SubRecord
+from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError, SubRecord
 from stanpkg.stores.jetstream.layout import (
+    LAYOUT_KEY,
+    LAYOUT_VERSION,
     SERVER_KEY,
     channel_key,
     client_key,
     kv_key_parts,
+    state_key,
     sub_key,
 )
 from stanpkg.stores.records import (
@@ -41,30 +56,40 @@ from stanpkg.stores.records import (
 from stanpkg.transport.connection import decode_headers
 
 __all__ = [
-    "HEADER_EXPECTED_LAST",
+    "HEADER_EXPECTED_LAST_SUBJECT",
+    "HEADER_GUID",
     "HEADER_MSG_ID",
     "HEADER_REPLY",
+    "HEADER_SEQUENCE",
     "HEADER_TIMESTAMP",
+    "ChannelMessage",
+    "ChannelState",
     "ClusterRecords",
+    "Layout",
     "StoredSubscription",
     "Write",
     "atomic_batch_messages",
-    "batch_headers",
     "channel_record",
     "client_record",
+    "decode_channels",
+    "decode_layout",
+    "decode_message",
     "decode_records",
-    "from_stream_message",
-    "message_guid",
+    "decode_states",
+    "decode_stream_message",
+    "layout_record",
     "server_record",
+    "state_record",
     "subscription_channel",
     "subscription_record",
-    "to_stream_message",
 ]
 
 HEADER_MSG_ID = "Nats-Msg-Id"
-HEADER_EXPECTED_LAST = "Nats-Expected-Last-Sequence"
+HEADER_EXPECTED_LAST_SUBJECT = "Nats-Expected-Last-Subject-Sequence"
+HEADER_SEQUENCE = "Stan-Sequence"
 HEADER_REPLY = "Stan-Reply"
 HEADER_TIMESTAMP = "Stan-Timestamp"
+HEADER_GUID = "Stan-Guid"  # a converted message's publish GUID (not deduplicated)
 _BREAKS_HEADER = re.compile(r"[\r\n]")
 
 # (sequence, guid, reply, timestamp (ns), payload): one write of a channel's message
@@ -83,9 +108,31 @@ def client_record(record: ClientRecord) -> tuple[str, bytes]:
     return client_key(record.id), client_to_proto(record).SerializeToString()
 
 
-def channel_record(channel: str) -> tuple[str, bytes]:
-    """(key, value) of a channel: the value is empty."""
-    return channel_key(channel), b""
+def channel_record(channel: str, stream: int) -> tuple[str, bytes]:
+    """(key, value) of a channel kept in shared stream ``stream``."""
+    return channel_key(channel), json.dumps({"stream": stream}).encode()
+
+
+def layout_record(streams: int) -> tuple[str, bytes]:
+    """(key, value) of the layout: this release's, new channels spread over ``streams``."""
+    return LAYOUT_KEY, json.dumps({"version": LAYOUT_VERSION, "channel_streams": streams}).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """A channel's figures as its message store has them (first 0: never a message;
+    last + 1 once every message is gone)."""
+
+    msgs: int = 0
+    bytes: int = 0
+    first: int = 0
+    last: int = 0
+
+
+def state_record(channel: str, state: ChannelState) -> tuple[str, bytes]:
+    """(key, value) of a channel's figures."""
+    value = {"msgs": state.msgs, "bytes": state.bytes, "first": state.first, "last": state.last}
+    return state_key(channel), json.dumps(value).encode()
 
 
 def subscription_record(
@@ -108,84 +155,145 @@ class StoredSubscription:
     pending: list[int]  # sorted
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The ``layout`` record."""
+
+    version: int
+    channel_streams: int
+
+
 @dataclass
 class ClusterRecords:
-    """The records of a cluster, decoded: clients in the order of the records, channel
-    names sorted, each channel's subscriptions sorted by ID."""
+    """The records of a cluster, decoded: clients in the order of the records; channels
+    by name (sorted), each with its shared stream (None: a layout-1 channel, in a stream
+    of its own); each channel's subscriptions sorted by ID."""
 
     info: ServerInfo
     clients: list[ClientRecord] = field(default_factory=list)
-    channels: list[str] = field(default_factory=list)
+    channels: dict[str, int | None] = field(default_factory=dict)
+    states: dict[str, ChannelState] = field(default_factory=dict)
     subs: dict[str, list[StoredSubscription]] = field(default_factory=dict)
+    layout: Layout | None = None
+
+    @property
+    def legacy(self) -> list[str]:
+        """The channels still in layout 1, sorted."""
+        return [name for name, stream in self.channels.items() if stream is None]
 
 
 def decode_records(records: Mapping[str, bytes]) -> ClusterRecords | None:
     """The records read from the bucket, decoded; None without a server info (the
-    serving node writes it last: a cluster whose state was never written)."""
+    serving node writes it first: a cluster whose state was never written). StoreError
+    for a layout this release does not know (a later release's): never misread."""
     raw_info = records.get(SERVER_KEY)
     if raw_info is None:
         return None
     decoded = ClusterRecords(server_info_from_proto(spb.ServerInfo.FromString(raw_info)))
+    decoded.layout = decode_layout(records.get(LAYOUT_KEY))
+    decoded.channels = decode_channels(records)
+    decoded.states = decode_states(records)
     for key, value in records.items():
         kind, *rest = kv_key_parts(key)
         if kind == "client":
             decoded.clients.append(client_from_proto(spb.ClientInfo.FromString(value)))
-        elif kind == "channel":
-            decoded.channels.append(rest[0])
-        elif kind == "sub":
+        elif kind == "sub" and rest:
             snapshot = spb.SubscriptionSnapshot.FromString(value)
             sub = StoredSubscription(sub_from_proto(snapshot.State), sorted(snapshot.AcksPending))
             decoded.subs.setdefault(rest[0], []).append(sub)
-    decoded.channels.sort()
     for subs in decoded.subs.values():
         subs.sort(key=lambda sub: sub.record.id)
     return decoded
 
 
+def decode_channels(records: Mapping[str, bytes]) -> dict[str, int | None]:
+    """Every channel of the records by name (sorted), with its shared stream (None for a
+    channel of layout 1)."""
+    channels: dict[str, int | None] = {}
+    for key, value in records.items():
+        kind, *rest = kv_key_parts(key)
+        if kind == "channel" and rest:
+            channels[rest[0]] = _channel_stream(key, value)
+    return dict(sorted(channels.items()))
+
+
+def decode_states(records: Mapping[str, bytes]) -> dict[str, ChannelState]:
+    """Every channel's figures of the records, by name."""
+    states: dict[str, ChannelState] = {}
+    for key, value in records.items():
+        kind, *rest = kv_key_parts(key)
+        if kind == "state" and rest:
+            states[rest[0]] = _channel_state(key, value)
+    return states
+
+
+def decode_layout(value: bytes | None) -> Layout | None:
+    """The ``layout`` record (None when there is none: layout 1, or a new cluster)."""
+    if value is None:
+        return None
+    try:
+        document = json.loads(value)
+        layout = Layout(int(document["version"]), int(document["channel_streams"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"unreadable layout record {value[:80]!r}: {exc}") from None
+    if layout.version != LAYOUT_VERSION:
+        raise StoreError(
+            f"the cluster's state is in layout {layout.version}; this release reads layout "
+            f"{LAYOUT_VERSION} (and converts layout 1): run the release that wrote it"
+        )
+    return layout
+
+
+def _channel_stream(key: str, value: bytes) -> int | None:
+    if not value:
+        return None  # layout 1
+    try:
+        stream = int(json.loads(value)["stream"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"unreadable record {key!r}: {value[:80]!r} ({exc})") from None
+    if stream < 0:
+        raise StoreError(f"unreadable record {key!r}: {value[:80]!r}")
+    return stream
+
+
+def _channel_state(key: str, value: bytes) -> ChannelState:
+    try:
+        document = json.loads(value)
+        return ChannelState(
+            int(document["msgs"]), int(document["bytes"]), int(document["first"]),
+            int(document["last"]),
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"unreadable record {key!r}: {value[:80]!r} ({exc})") from None
+
+
 # -- messages ------------------------------------------------------------------------------
 
 
-def to_stream_message(
-    guid: str,
-    reply: str,
-    timestamp_ns: int,
-    payload: bytes,
-    *,
-    expected_last: int | None = None,
-    batch: str = "",
-) -> tuple[bytes, bytes]:
-    """(header block, data) of one channel message; ``batch``: its atomic batch headers
-    (:func:`batch_headers`)."""
-    if _BREAKS_HEADER.search(guid) or _BREAKS_HEADER.search(reply):
-        raise ValueError(f"a line break in the publish ID {guid!r} or reply {reply!r}")
-    # One format per message on the hot path, not encode_headers' checks per field.
-    block = f"NATS/1.0\r\n{HEADER_MSG_ID}: {guid}\r\n{HEADER_TIMESTAMP}: {timestamp_ns}\r\n"
-    if reply:
-        block += f"{HEADER_REPLY}: {reply}\r\n"
-    if expected_last is not None:
-        block += f"{HEADER_EXPECTED_LAST}: {expected_last}\r\n"
-    return (block + batch + "\r\n").encode(), payload
-
-
-def atomic_batch_messages(batch: Sequence[Write], batch_id: str) -> list[tuple[bytes, bytes]]:
-    """(header block, data) of each write of an atomic batch: :func:`to_stream_message`
-    with :func:`batch_headers`, byte for byte, formatted in one pass (the first write
-    expects its predecessor; the checks for line breaks run once over the batch)."""
+def atomic_batch_messages(
+    batch: Sequence[Write], batch_id: str, expected_last: int, *, guid_header: str = HEADER_MSG_ID
+) -> list[tuple[bytes, bytes]]:
+    """(header block, data) of each write of an atomic batch to one channel's subject:
+    the first expects the channel's last message at stream sequence ``expected_last``
+    (0: none), the last commits the batch. ``guid_header``: where the publish IDs go
+    (:data:`HEADER_GUID` for converted messages: not deduplicated). ValueError for a
+    publish ID or reply with a line break (it would forge headers)."""
     fields = "".join(f"{guid}{reply}" for _, guid, reply, _, _ in batch)
     if _BREAKS_HEADER.search(fields):
-        for _, guid, reply, timestamp, payload in batch:
-            to_stream_message(guid, reply, timestamp, payload)  # raises for the bad one
+        for _, guid, reply, _, _ in batch:
+            if _BREAKS_HEADER.search(guid) or _BREAKS_HEADER.search(reply):
+                raise ValueError(f"a line break in the publish ID {guid!r} or reply {reply!r}")
     count = len(batch)
-    head = f"NATS/1.0\r\n{HEADER_MSG_ID}: "
-    stamp = f"\r\n{HEADER_TIMESTAMP}: "
     batch_line = f"Nats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: "
     out = []
     for index, (sequence, guid, reply, timestamp, payload) in enumerate(batch, 1):
-        block = f"{head}{guid}{stamp}{timestamp}\r\n"
+        block = f"NATS/1.0\r\n{HEADER_SEQUENCE}: {sequence}\r\n{HEADER_TIMESTAMP}: {timestamp}\r\n"
+        if guid:
+            block += f"{guid_header}: {guid}\r\n"
         if reply:
             block += f"{HEADER_REPLY}: {reply}\r\n"
         if index == 1:
-            block += f"{HEADER_EXPECTED_LAST}: {sequence - 1}\r\n"
+            block += f"{HEADER_EXPECTED_LAST_SUBJECT}: {expected_last}\r\n"
         block += f"{batch_line}{index}\r\n"
         if index == count:
             block += "Nats-Batch-Commit: 1\r\n"
@@ -193,26 +301,35 @@ def atomic_batch_messages(batch: Sequence[Write], batch_id: str) -> list[tuple[b
     return out
 
 
-def batch_headers(batch_id: str, index: int, count: int) -> str:
-    """The atomic batch header lines of message ``index`` (from 0) of ``count``."""
-    lines = f"Nats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: {index + 1}\r\n"
-    if index == count - 1:
-        lines += "Nats-Batch-Commit: 1\r\n"
-    return lines
+class ChannelMessage(NamedTuple):
+    """A channel's message as stored: its STAN sequence, its serialized MsgProto, its
+    publish ID ("" for none) and timestamp (ns)."""
+
+    sequence: int
+    record: bytes
+    guid: str
+    timestamp: int
 
 
-def from_stream_message(sequence: int, headers: bytes, data: bytes, *, channel: str) -> bytes:
-    """The serialized MsgProto of a stream message."""
-    _, fields = decode_headers(headers)
-    return pb.MsgProto(
+def decode_message(channel: str, fields: Mapping[str, str], data: bytes) -> ChannelMessage:
+    """A stream message of ``channel`` from its decoded headers (``decode_headers``) and
+    data. StoreError when it has no STAN sequence (not written by this layout)."""
+    try:
+        sequence = int(fields[HEADER_SEQUENCE])
+    except (KeyError, ValueError):
+        raise StoreError(f"a message of channel {channel!r} without {HEADER_SEQUENCE}") from None
+    timestamp = int(fields.get(HEADER_TIMESTAMP) or 0)
+    record = pb.MsgProto(
         sequence=sequence,
         subject=channel,
         reply=fields.get(HEADER_REPLY, ""),
         data=data,
-        timestamp=int(fields.get(HEADER_TIMESTAMP) or 0),
+        timestamp=timestamp,
     ).SerializeToString()
+    guid = fields.get(HEADER_MSG_ID) or fields.get(HEADER_GUID, "")
+    return ChannelMessage(sequence, record, guid, timestamp)
 
 
-def message_guid(headers: bytes) -> str:
-    """The publish ID of a stream message (empty when it has none)."""
-    return decode_headers(headers)[1].get(HEADER_MSG_ID, "")
+def decode_stream_message(channel: str, headers: bytes, data: bytes) -> ChannelMessage:
+    """:func:`decode_message` of a raw header block."""
+    return decode_message(channel, decode_headers(headers)[1], data)

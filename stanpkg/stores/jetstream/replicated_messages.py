@@ -1,7 +1,11 @@
-"""A channel's messages in the clustered store: appended to the channel's stream
-(``channel_streams``), kept in the leader's memory and served from there, and the publish
-IDs of the duplicate window (a client's resend after a failover is acknowledged, not
-stored again)."""
+"""A channel's messages in the clustered store: appended to its subject of a shared stream
+(``channel_log``), kept in the leader's memory and served from there, and the publish IDs
+of the duplicate window (a client's resend after a failover is acknowledged, not stored
+again).
+
+The memory store is the authority on the channel's limits (max_msgs, max_bytes, max_age,
+as in standalone mode); what it drops is purged from the stream later, lazily, by the
+store (:meth:`ReplicatedMessages.purge_dropped`)."""
 
 from __future__ import annotations
 
@@ -9,63 +13,86 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import MessageBatch, MessageStore, StoredRun, StoreError
-from stanpkg.stores.jetstream.channel_streams import (
-    DUPLICATE_WINDOW,
-    ChannelStream,
-    Sent,
-    StreamFenced,
-    Writes,
-)
+from stanpkg.stores.jetstream.channel_log import ChannelLog, LastWritten, Writes
+from stanpkg.stores.jetstream.shared_streams import StoredMessage
+from stanpkg.stores.jetstream.stream_writer import StreamFenced, WriteRound
 from stanpkg.stores.memory import MemoryMessageStore
 
-__all__ = ["RecentGuids", "ReplicatedMessages"]
+__all__ = ["DUPLICATE_WINDOW", "RecentGuids", "ReplicatedMessages"]
+
+DUPLICATE_WINDOW = 120.0  # seconds: the shared streams' own window
 
 
 class ReplicatedMessages(MessageStore):
-    """A channel's messages: appended to the channel's stream, then kept in memory and
+    """A channel's messages: appended to the channel's subject, then kept in memory and
     served from there. A batch enters memory only once the stream has it on a quorum;
     a batch that fails leaves no trace, and memory is then brought level with the stream
-    (a write whose reply was lost may have been stored).
+    (a write whose answer was lost may have been stored).
 
-    Batches are pipelined: each is sent when its flush begins, ahead of the answers for
-    the ones before it, and enters memory after them. One that fails fails the batches
-    numbered after it too (their sequences counted on it)."""
+    Batches are sent one at a time (each expects where the one before it ended): one is
+    sent when its flush begins if none is in flight, else once the one ahead is answered,
+    and enters memory after it. One that fails fails the batches numbered after it too
+    (their sequences counted on it)."""
 
     deduplicates = True
 
-    def __init__(self, cache: MemoryMessageStore, stream: ChannelStream) -> None:
+    def __init__(self, cache: MemoryMessageStore, log: ChannelLog) -> None:
         self.cache = cache
         self.limits = cache.limits
-        self.stream = stream
-        self._stream_ready = False
+        self.log = log
         self._led_here = False  # the stream's leader was brought to this node's server
         # A new channel's: awaited before its first write (until it succeeds), then dropped.
         self.prepare: Callable[[], Awaitable[None]] | None = None
         # Raises StoreError when this node may no longer write (checked before each batch).
         self.fence: Callable[[], None] | None = None
+        # The store's: told the channel's name when its figures change, and when memory
+        # dropped messages the stream still holds (both lazily replicated).
+        self.on_change: Callable[[str], None] | None = None
+        self.on_dropped: Callable[[str], None] | None = None
         self._records: list[bytes] = []
         self._stamps: list[int] = []
         self._guids: list[str] = []
         self._in_flight = 0  # messages of batches being written
         self._in_flight_guids: set[str] = set()
-        self._tail: asyncio.Task[None] | None = None  # the newest batch being written
+        self._tail: asyncio.Future[Any] | None = None  # the newest write (or purge) under way
         self._behind = False  # memory may lack messages the stream has
         self._recent = RecentGuids(DUPLICATE_WINDOW)
+        self._stream_first = 0  # the STAN sequence of the first message the stream holds
+        # The last sequence of the channel's figures on a quorum (set by the store): its
+        # messages all go from the stream only when these figures say where it goes on.
+        self.recorded_last = 0
 
-    def restore(
-        self, first: int, last: int, records: list[bytes], stamps: list[int], guids: list[str]
-    ) -> None:
-        """The stream's content at promotion (contiguous: limits only drop the oldest)."""
-        self._stream_ready = True
-        self.stream.last_sequence = last
-        self.cache.start_after(first - 1 if records else last)
-        if records:
-            self.cache.append_records(records, stamps)
-            self._recent.add_stamped(guids, stamps)
+    def restore(self, messages: Sequence[StoredMessage], last: int, now: int) -> None:
+        """The channel's content at promotion: its messages read from its stream (their
+        sequences contiguous), or none and the last sequence it had (its figures'
+        record); then the limits, age included, as a standalone store recovers."""
+        log, cache = self.log, self.cache
+        if messages:
+            first = messages[0].message.sequence
+            cache.start_after(first - 1)
+            cache.append_records(
+                [stored.message.record for stored in messages],
+                [stored.message.timestamp for stored in messages],
+            )
+            for stored in messages:
+                log.positions.add(stored.message.sequence, stored.stream_seq)
+            self._recent.add_stamped(
+                [stored.message.guid for stored in messages],
+                [stored.message.timestamp for stored in messages],
+            )
+            tail = messages[-1]
+            log.start_at(LastWritten(tail.stream_seq, tail.message.sequence, tail.message.guid))
+            self._stream_first = first
+        else:
+            cache.start_after(last)
+            log.start_at(None)
+            log.last_sequence = last
+        self.recorded_last = last
+        cache.expire(now)
 
     def has_guid(self, guid: str) -> bool:
         return guid in self._recent or guid in self._in_flight_guids or guid in self._guids
@@ -99,7 +126,7 @@ class ReplicatedMessages(MessageStore):
         stamp = batch.timestamp
         stamps = [stamp] * count
         ids = batch.guids or [""] * count
-        self.stream.append_run(first, messages, stamps, ids)
+        self.log.append_run(first, messages, stamps, ids)
         self._records.extend(MsgEncoder(self.cache.channel, stamp).encode_run(first, messages))
         self._stamps.extend(stamps)
         self._guids.extend(ids)
@@ -112,27 +139,97 @@ class ReplicatedMessages(MessageStore):
         return self.cache.sequence_at_or_after(timestamp)
 
     def expire(self, now: int) -> int:
-        return self.cache.expire(now)  # the stream's max_age drops them there too
+        first = self.cache.first_sequence
+        stamp = self.cache.expire(now)
+        if self.cache.first_sequence != first:
+            self._changed()
+        return stamp
+
+    # -- the figures and the purges the store replicates lazily ----------------------------
+
+    def _changed(self) -> None:
+        name = self.cache.channel
+        if self.on_change is not None:
+            self.on_change(name)
+        if self.on_dropped is not None and self.needs_purge:
+            self.on_dropped(name)
+
+    @property
+    def needs_purge(self) -> bool:
+        """Whether the stream holds messages of the channel that memory dropped."""
+        if not self._stream_first:
+            return False
+        count, _ = self.cache.state()
+        return not count or self.cache.first_sequence > self._stream_first
+
+    def purge_dropped(self) -> Awaitable[str] | None:
+        """Start purging from the stream the messages memory dropped (limits, age); what
+        is awaited says why it failed ("" when it did not). None when there is nothing to
+        purge now. While the channel keeps a message, the purge runs beside the writes
+        (the channel's last message, which the next write expects, stays); once it keeps
+        none, everything goes, in turn with the writes (the next one then expects none)."""
+        if not self.needs_purge:
+            return None
+        if self.cache.state()[0]:
+            first = self.cache.first_sequence
+            below = self.log.positions.stream_seq(first)
+            if not below:
+                return None  # not known here: never purge what may be kept
+            return asyncio.ensure_future(self._purge(below, first))
+        if not self._recorded():
+            return None
+        task = asyncio.ensure_future(self._purge_all(self._tail))
+        self._tail = task
+        return task
+
+    async def _purge(self, below: int, first: int) -> str:
+        try:
+            await self.log.purge_below(below)
+        except StoreError as exc:
+            return str(exc)
+        self._stream_first = max(self._stream_first, first)
+        self.log.positions.drop_below(first)
+        return ""
+
+    async def _purge_all(self, previous: asyncio.Future[Any] | None) -> str:
+        if previous is not None:
+            await asyncio.gather(asyncio.shield(previous), return_exceptions=True)
+        if self.cache.state()[0] or self._behind or not self.log.fence:
+            return ""  # written meanwhile (purged in part later), or not known here
+        if not self._recorded():
+            return ""
+        try:
+            await self.log.purge_below(self.log.fence + 1)
+        except StoreError as exc:
+            return str(exc)
+        self._stream_first = 0
+        self.log.positions.clear()
+        return ""
+
+    def _recorded(self) -> bool:
+        """Whether the recorded figures reach the channel's last sequence; if not, the
+        purge waits for them (the store is told again)."""
+        if self.cache.last_sequence <= self.recorded_last:
+            return True
+        if self.on_dropped is not None:
+            self.on_dropped(self.cache.channel)
+        return False
+
+    # -- writing ---------------------------------------------------------------------------
 
     async def flush(self) -> None:
         await self.begin_flush()
 
     def begin_flush(self) -> asyncio.Task[None]:
-        batch = _Batch(self._records, self._stamps, self._guids, self.stream.take())
+        batch = _Batch(self._records, self._stamps, self._guids, self.log.take())
         self._records, self._stamps, self._guids = [], [], []
         previous = self._tail
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
-        ready = (
-            self._stream_ready
-            and self._led_here
-            and not self._behind
-            and self.prepare is None
-            and self._may_write()
-        )
-        if batch.writes and ready and (after is None or self.stream.pipelines):
-            sent = self.stream.send(batch.writes)
+        ready = self._led_here and not self._behind and self.prepare is None and self._may_write()
+        if batch.writes and ready and after is None:
+            sent = self.log.send(batch.writes)
         self._in_flight += len(batch.records)
         self._in_flight_guids.update(batch.guids)
         task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
@@ -151,9 +248,9 @@ class ReplicatedMessages(MessageStore):
     async def _write(
         self,
         batch: _Batch,
-        sent: Sent | None,
-        previous: asyncio.Task[None] | None,
-        after: asyncio.Task[None] | None,
+        sent: WriteRound | None,
+        previous: asyncio.Future[Any] | None,
+        after: asyncio.Future[Any] | None,
     ) -> None:
         try:
             if previous is not None:
@@ -162,29 +259,27 @@ class ReplicatedMessages(MessageStore):
                 except StoreError as exc:
                     if previous is after:
                         if sent is not None:
-                            self.stream.abandon(sent)
+                            self.log.abandon(sent)
                         raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
             if self.prepare is not None:
                 await self.prepare()
                 self.prepare = None
-            if not self._stream_ready:
-                await self.stream.ensure()
-                self._stream_ready = True
             if not self._led_here:
-                # Before the first write of this leadership, with none in flight: a write
-                # sent while the stream's leadership moves may go unanswered (5 s).
-                await self.stream.settle_leader()
+                # Before the first write of this leadership to the stream, with none in
+                # flight: a write sent while the stream's leadership moves may go
+                # unanswered (5 s).
+                await self.log.settle_leader()
                 self._led_here = True
             if self._behind:
                 await self._catch_up()
             if sent is None and self.fence is not None:
                 self.fence()
-            await self.stream.write(batch.writes, sent)
+            await self.log.write(batch.writes, sent)
         except StoreError as exc:
             self._settled(batch)
             self._behind = True
             if isinstance(exc, StreamFenced):
-                channel = self.stream.channel
+                channel = self.log.channel
                 raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
             raise
         except BaseException:
@@ -193,28 +288,47 @@ class ReplicatedMessages(MessageStore):
             raise
         self._settled(batch)
         if batch.records:
-            self.cache.append_records(batch.records, batch.stamps)
-            self._recent.add_stamped(batch.guids, batch.stamps)
+            self._append(batch.records, batch.stamps, batch.guids, batch.writes[0][0])
+
+    def _append(
+        self, records: list[bytes], stamps: list[int], guids: list[str], first: int
+    ) -> None:
+        """Written messages into memory (``first``: their first sequence)."""
+        self.cache.append_records(records, stamps)
+        self._recent.add_stamped(guids, stamps)
+        if not self._stream_first:
+            self._stream_first = first
+        self._changed()
 
     def _settled(self, batch: _Batch) -> None:
         self._in_flight -= len(batch.records)
         self._in_flight_guids.difference_update(batch.guids)
 
     async def _catch_up(self) -> None:
-        last = await self.stream.stream_last()
+        """Memory brought level with the stream after a write whose outcome is unknown:
+        the channel's messages past the last one this node knows, read from its subject."""
+        log = self.log
+        last = await log.last_message()
         have = self.cache.last_sequence
-        if last > have:
+        if last is not None and last.sequence > have:
             records: list[bytes] = []
             stamps: list[int] = []
             guids: list[str] = []
-            async for record, guid in self.stream.read(have + 1, last):
-                records.append(record)
-                stamps.append(pb.MsgProto.FromString(record).timestamp)
-                guids.append(guid)
+            first = 0
+            async for stored in log.read_after(log.fence, last.stream_seq):
+                message = stored.message
+                if message.sequence <= have:
+                    continue
+                first = first or message.sequence
+                records.append(message.record)
+                stamps.append(message.timestamp)
+                guids.append(message.guid)
+                log.positions.add(message.sequence, stored.stream_seq)
             if records:
-                self.cache.append_records(records, stamps)
-                self._recent.add_stamped(guids, stamps)
-        self.stream.last_sequence = max(last, have)
+                self._append(records, stamps, guids, first)
+        if last is not None:
+            log.fence = last.stream_seq
+            log.last_sequence = max(last.sequence, have)
         self._behind = False
 
     def close(self) -> None:

@@ -3,7 +3,7 @@ and pending sequences replicated as one record of the cluster's map (``records``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from stanpkg.stores.base import SubRecord, SubscriptionStore
@@ -33,6 +33,9 @@ class ReplicatedSubscriptions(SubscriptionStore):
         self._channel = channel
         self.tracked: dict[int, _Tracked] = {}
         self._changed: set[int] = set()
+        # The store's: told the channel's name when a position first changes since the
+        # last write_changed (the channels to visit, instead of all of them).
+        self.on_change: Callable[[str], None] | None = None
 
     def restore(self, record: SubRecord, pending: list[int]) -> None:
         note = getattr(self.cache, "note_id", None)
@@ -71,13 +74,18 @@ class ReplicatedSubscriptions(SubscriptionStore):
             return
         tracked.pending.update(sequences)
         tracked.record.last_sent = max(tracked.record.last_sent, sequences[-1])
-        self._changed.add(sub_id)
+        self._note(sub_id)
 
     def record_ack(self, sub_id: int, sequence: int) -> None:
         tracked = self.tracked.get(sub_id)
         if tracked is not None:
             tracked.pending.discard(sequence)
-            self._changed.add(sub_id)
+            self._note(sub_id)
+
+    def _note(self, sub_id: int) -> None:
+        if not self._changed and self.on_change is not None:
+            self.on_change(self._channel)
+        self._changed.add(sub_id)
 
     def write_changed(self) -> None:
         changed, self._changed = self._changed, set()

@@ -1,16 +1,23 @@
 """The clustered store: every replicated fact in JetStream, served from the leader's memory.
 
-* Each channel is one stream (``channel_streams.py``, ``replicated_messages.py``): STAN
-  sequence = stream sequence, written pipelined with ``Nats-Expected-Last-Sequence`` so
-  that only the lease holder, in order, can append (a stale leader is fenced by JetStream
-  itself).
-* Server info, clients, channels and subscriptions (with their pending sequences) are
-  records of one replicated map (``kvmap.py``, ``replicated_subs.py``), written in batches.
+* The channels are subjects of a fixed number of shared streams (``shared_streams.py``,
+  ``channel_log.py``, ``replicated_messages.py``): each message carries its STAN sequence,
+  which the store assigns, and each write expects the stream sequence of its channel's
+  last message (``Nats-Expected-Last-Subject-Sequence``), so that only the lease holder,
+  in order, can append (a stale leader is fenced by JetStream itself). Creating a channel
+  creates no stream; the streams are created, or checked, at promotion.
+* Server info, clients, channels, each channel's figures and subscriptions (with their
+  pending sequences) are records of one replicated map (``kvmap.py``,
+  ``replicated_subs.py``), written in batches.
 * Names, keys and the records' bytes are ``layout.py``'s and ``records.py``'s.
 * One node serves: the holder of the lease (``lease.py``). The others stand by; the one
-  that takes the lease over loads the whole state — records and messages — into a
-  :class:`MemoryStore` and serves from it, as the reference's leader serves from its
-  local store.
+  that takes the lease over loads the whole state — records and messages, each shared
+  stream read once (``promotion.py``), a cluster of layout 1 converted first
+  (``conversion.py``) — into a :class:`MemoryStore` and serves from it, as the
+  reference's leader serves from its local store. The memory store applies the channel
+  limits; what it drops is purged from the streams lazily.
+* Nothing runs per channel while the cluster is idle: positions, figures and purges are
+  replicated once a second for the channels that changed only.
 
 Before this node holds the lease it knows nothing: ``recover`` returns None and writes are
 refused, so a follower never touches the cluster's state.
@@ -20,11 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import (
     ChannelStore,
     ClientRecord,
@@ -40,36 +47,47 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
 )
-from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.jetstream_api import (
-    API_TIMEOUT,
-    connect,
-    raise_if_cancelled,
-    wait_ready,
-)
+from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.conversion import Conversion
+from stanpkg.stores.jetstream.jetstream_api import connect, raise_if_cancelled, wait_ready
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
+    DEFAULT_CHANNEL_STREAMS,
+    LAYOUT_VERSION,
     LEASE_KEY,
     channel_key,
     client_key,
     kv_stream,
     lease_bucket,
     records_bucket,
+    state_key,
     sub_key,
 )
 from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.lease import Lease
+from stanpkg.stores.jetstream.promotion import (
+    Patience,
+    convert_legacy,
+    ensure_streams,
+    read_channels,
+)
 from stanpkg.stores.jetstream.records import (
+    ChannelState,
     ClusterRecords,
+    Layout,
     channel_record,
     client_record,
     decode_records,
+    layout_record,
     server_record,
+    state_record,
 )
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
-from stanpkg.stores.jetstream.standby_view import StandbyRefresher, read_standby_state
+from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage
+from stanpkg.stores.jetstream.standby_view import StandbyView, read_standby_state
 from stanpkg.stores.jetstream.stream_management import remove_stream_peer, stream_replicas
+from stanpkg.stores.jetstream.stream_writer import BatchWriter
 from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.nuid import next_nuid
@@ -83,10 +101,9 @@ __all__ = ["ClusterSettings", "ClusteredStore"]
 MAX_REPLICAS = 5  # JetStream's limit
 LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the reference
 PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
-PROMOTION_TIMEOUT = 60.0  # to load the state once the lease is held
 RETRY_INTERVAL = 0.5
-LEADER_PROBE_TIMEOUT = 0.5  # the first wait for the records' stream leader at promotion
-LEADER_PROBE_RETRY = 0.1
+CONCURRENT_PURGES = 32  # purge requests in flight at once in one lazy round
+ALL = 2**63 - 1  # a stream sequence past every message: a purge below it takes them all
 
 
 @dataclass(frozen=True)
@@ -98,6 +115,7 @@ class ClusterSettings:
     peers: tuple[str, ...]
     replicas: int
     lease_ttl: float  # seconds without renewal after which a standby takes over
+    channel_streams: int = DEFAULT_CHANNEL_STREAMS  # shared streams new channels go to
 
     @classmethod
     def from_plan(cls, plan: Plan) -> ClusterSettings:
@@ -111,6 +129,7 @@ class ClusterSettings:
             # elections of the lease bucket's leader take 1-2 s, which a holder must ride
             # out without losing the lease.
             lease_ttl=max(2 * cluster.raft_election_timeout, cluster.raft_lease_timeout) / 1e9,
+            channel_streams=cluster.channel_streams,
         )
 
     @property
@@ -131,25 +150,35 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._channels: dict[str, ChannelStore] = {}
         self._leading = False
         self._loaded: RecoveredState | None = None
-        # JetStream: the channels' streams (the hot path), the records, the lease.
+        # JetStream: the shared streams (the hot path), the records, the lease.
         self._conn: NatsConnection | None = None
+        self._writer: BatchWriter | None = None
+        self._streams: SharedStreams | None = None
         self._state: ReplicatedMap | None = None
         self._lease: Lease | None = None
         self._on_lost: Callable[[str], None] | None = None
         self._lazy: asyncio.Task[None] | None = None
         self._pending_flush: asyncio.Task[None] | None = None
-        # Channels deleted here whose streams are being (or could not be) deleted.
-        self._deletions: dict[str, asyncio.Task[bool]] = {}
+        # What the lazy replication visits: channels whose subscription positions
+        # changed, whose figures changed, whose memory dropped messages to purge.
+        self._dirty_subs: set[str] = set()
+        self._dirty_states: set[str] = set()
+        self._dirty_purges: set[str] = set()
+        # Channels deleted here whose messages are being (or could not be) purged, with
+        # the subject they were on.
+        self._deletions: dict[str, tuple[asyncio.Task[bool], ChannelLog]] = {}
         self._closing = False
         self._writer_id = ""
-        self._standby: StandbyRefresher | None = None  # monitoring while standing by
+        self._standby: StandbyView | None = None  # monitoring while standing by
         self._gathering: LeaderGathering | None = None  # stream leaders onto this node
+        self._led_here: dict[str, asyncio.Task[None]] = {}  # shared streams, once each
 
     # -- connecting and leading -------------------------------------------------------
 
     async def connect(self, endpoint: NatsEndpoint) -> None:
         name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
         self._conn = await connect(endpoint, name=name)
+        self._writer = BatchWriter(self._conn)
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Returns once this node holds the cluster's lease and has loaded the state."""
@@ -166,7 +195,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             replicas=settings.replicas,
             on_lost=self._lost,
         )
-        self._standby = StandbyRefresher(self._read_standby_state, self.log)
+        self._standby = StandbyView(self._read_standby_state, self.log)
         self._standby.start()
         try:
             await self._lease.wait_until_held()
@@ -175,18 +204,27 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._writer_id = next_nuid()  # this leadership's writes
         self._leading = True
         try:
-            self._loaded = await self._load_patiently()
+            self._loaded = await self._load()
         except BaseException:
             self._leading = False
             raise
         self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
         if settings.replicas > 1:
-            records = self._record_streams()  # the channels' streams move at their first write
+            # The shared streams move at their first write of this leadership.
+            records = self._record_streams()
             self._gathering = LeaderGathering(self._require_conn(), lambda: records, self.log)
             self._gathering.start()
         return True
 
-    async def _settle_leader(self, stream: str) -> None:
+    def _settle_leader(self, stream: str) -> Awaitable[None]:
+        """Bring a shared stream's leader here, once per leadership: the first write of
+        each of its channels waits for the same move."""
+        moving = self._led_here.get(stream)
+        if moving is None or moving.cancelled():
+            moving = self._led_here[stream] = asyncio.ensure_future(self._lead_here(stream))
+        return asyncio.shield(moving)
+
+    async def _lead_here(self, stream: str) -> None:
         if self._gathering is not None:
             await self._gathering.lead_here(stream)
 
@@ -196,13 +234,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         return [kv_stream(lease_bucket(cluster_id)), kv_stream(records_bucket(cluster_id))]
 
     def _stream_names(self) -> list[str]:
-        """Every stream of the cluster: the records, the lease, each channel's."""
-        streams = self._record_streams()
-        for channel in self._channels.values():
-            msgs = channel.msgs
-            assert isinstance(msgs, ReplicatedMessages)
-            streams.append(msgs.stream.name)
-        return streams
+        """Every stream of the cluster: the records, the lease, the shared streams."""
+        shared = self._streams.names() if self._streams is not None else []
+        return self._record_streams() + shared
 
     async def _open_state(self) -> ReplicatedMap:
         """The cluster's records, once JetStream can keep them with every replica: that
@@ -226,8 +260,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     def _check_lease(self) -> None:
         """Records are written only under a fresh lease: they are not fenced by JetStream
-        as the channels' writes are (expected last sequence), so a node paused past its
-        lease could otherwise overwrite the records of the node that took over."""
+        as the channels' writes are (expected last subject sequence), so a node paused
+        past its lease could otherwise overwrite the records of the node that took over."""
         lease = self._lease
         if lease is None or not lease.fresh:
             raise StoreError("this node's lease on the cluster is not current: not writing")
@@ -242,15 +276,25 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             raise StoreError("the clustered store is not connected")
         return self._conn
 
+    def _require_writer(self) -> BatchWriter:
+        if self._writer is None:
+            raise StoreError("the clustered store is not connected")
+        return self._writer
+
+    def _require_streams(self) -> SharedStreams:
+        if self._streams is None:
+            raise StoreError("this node does not lead the cluster")
+        return self._streams
+
     def _require_leading(self) -> ReplicatedMap:
         if not self._leading or self._state is None:
             raise StoreError("this node does not lead the cluster")
         return self._state
 
     async def remove_cluster_node(self, node_id: str) -> None:
-        """Move the replicas node ``node_id`` holds (channels, records, the lease) to the
-        cluster's other JetStream servers: JetStream needs a server without a replica of
-        each stream to move it to, so the replacement node is started first."""
+        """Move the replicas node ``node_id`` holds (the shared streams, records, the
+        lease) to the cluster's other JetStream servers: JetStream needs a server without
+        a replica of each stream to move it to, so the replacement node is started first."""
         self._require_leading()
         conn = self._require_conn()
         for stream in self._stream_names():
@@ -259,54 +303,63 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     # -- loading (promotion) ------------------------------------------------------------
 
-    async def _load_patiently(self) -> RecoveredState | None:
+    async def _load(self) -> RecoveredState | None:
         """Load, waiting while JetStream elects leaders for the streams the dead node led
-        (seconds), for PROMOTION_TIMEOUT at most; the lease is renewed meanwhile. The
-        records come first, then the channels; a channel whose stream still elects is
-        asked again on its own, and what was loaded before it is not loaded again."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PROMOTION_TIMEOUT
-        # A stream electing is asked briefly and again, not once for a whole request
-        # timeout (a new leader does not answer a request sent before it was elected); a
-        # loaded host gets longer each time.
-        leader_timeout = LEADER_PROBE_TIMEOUT
-        while True:
-            try:
-                records = await self._require_leading().load(leader_timeout)
-                break
-            except StoreError as exc:
-                self._check_promotion(exc, deadline)
-                self.log.warn(f"Loading the cluster's state, retrying: {exc}")
-            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
-            await asyncio.sleep(LEADER_PROBE_RETRY)
-        return await self._restore(records, deadline, leader_timeout)
-
-    def _check_promotion(self, exc: StoreError, deadline: float) -> None:
-        """Raise when a failed load must not be retried: cancelled, lease lost, too late."""
-        raise_if_cancelled()
-        if not self._leading:  # the lease lapsed meanwhile: another node leads
-            raise StoreError(f"lost the cluster's lease while loading: {exc}") from exc
-        if asyncio.get_running_loop().time() >= deadline:
-            raise StoreError(f"unable to load the cluster's state: {exc}") from exc
-
-    async def _restore(
-        self, records: dict[str, bytes], deadline: float, leader_timeout: float
-    ) -> RecoveredState | None:
+        (seconds): the records first, then the shared streams (a cluster of layout 1
+        converted before), each asked again on its own while it elects."""
+        patience = Patience(self.log, lambda: self._leading)
+        state = self._require_leading()
+        records = await patience.run(state.load, "retrying")
         decoded = decode_records(records)
+        settings = self.settings
+        recorded = [i for i in (decoded.channels.values() if decoded else ()) if i is not None]
+        count = max([settings.channel_streams, *(index + 1 for index in recorded)])
+        streams = self._streams = SharedStreams(
+            self._require_conn(), settings.cluster_id, settings.replicas, count,
+            new=settings.channel_streams,
+        )  # fmt: skip
+        if decoded is not None and decoded.legacy:
+            conversion = Conversion(
+                self._require_conn(),
+                self._require_writer(),
+                streams,
+                state,
+                self.log,
+                writer_id=self._writer_id,
+                check=self._check_lease,
+            )
+            await convert_legacy(decoded, conversion, patience, self.log)
+            patience.restart()
+        elif decoded is None or decoded.layout != _layout_of(settings.channel_streams):
+            self._put(*layout_record(settings.channel_streams))
         if decoded is None:
+            await ensure_streams(streams, patience)
             return None
+        channels = {name: index or 0 for name, index in decoded.channels.items()}
+        messages = await read_channels(streams, channels, patience, self.log)
+        return self._restore(decoded, messages)
+
+    def _restore(
+        self, decoded: ClusterRecords, messages: dict[str, list[StoredMessage]]
+    ) -> RecoveredState:
         self._cache.init(decoded.info)
         for client in decoded.clients:
             self._cache.add_client(client)
-        channels = []
-        for name in decoded.channels:
-            store = self._open_channel(name, new=False)
-            # One channel at a time: the elections run side by side anyway, and asking
-            # every channel's stream at once multiplies the requests JetStream gets while
-            # it elects (measured: no faster, if anything slower, with 10 channels).
-            leader_timeout = await self._load_messages(store, deadline, leader_timeout)
-            channels.append(self._restore_subs(store, decoded))
-        return RecoveredState(decoded.info, decoded.clients, channels)
+        recovered = []
+        now = time.time_ns()
+        for name, index in decoded.channels.items():
+            store = self._open_channel(name, new=False, index=index or 0)
+            msgs = store.msgs
+            assert isinstance(msgs, ReplicatedMessages)
+            figures = decoded.states.get(name)
+            msgs.restore(messages.get(name, []), figures.last if figures else 0, now)
+            # What the limits dropped goes from the stream; changed figures are written.
+            if msgs.needs_purge:
+                self._dirty_purges.add(name)
+            if figures != _figures(msgs):
+                self._dirty_states.add(name)
+            recovered.append(self._restore_subs(store, decoded))
+        return RecoveredState(decoded.info, decoded.clients, recovered)
 
     def _restore_subs(self, store: ChannelStore, decoded: ClusterRecords) -> RecoveredChannel:
         recovered = RecoveredChannel(store)
@@ -317,50 +370,16 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             recovered.subscriptions.append(RecoveredSubscription(sub.record, sub.pending))
         return recovered
 
-    async def _load_messages(
-        self, store: ChannelStore, deadline: float, leader_timeout: float
-    ) -> float:
-        """A channel's messages from its stream's leader, asked again while it elects;
-        the leader timeout it ended with (the next channel starts from it)."""
-        msgs = store.msgs
-        assert isinstance(msgs, ReplicatedMessages)
-        warned = False
-        while True:
-            try:
-                first, last = await msgs.stream.ensure(leader_timeout)
-                records: list[bytes] = []
-                stamps: list[int] = []
-                guids: list[str] = []
-                async for record, guid in msgs.stream.read(first, last):
-                    records.append(record)
-                    stamps.append(pb.MsgProto.FromString(record).timestamp)
-                    guids.append(guid)
-                break
-            except StoreError as exc:
-                self._check_promotion(exc, deadline)
-                if not warned:  # once a channel: several may wait for their elections
-                    self.log.warn(f"Loading the cluster's state, waiting: {exc}")
-                    warned = True
-            leader_timeout = min(leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
-            await asyncio.sleep(LEADER_PROBE_RETRY)
-        msgs.restore(first, last, records, stamps, guids)
-        return leader_timeout
-
     # -- the Store interface --------------------------------------------------------------
 
     def standby_state(self) -> StandbyState | None:
         if self._leading or self._standby is None:
             return None
-        return self._standby.latest
+        return self._standby.current()
 
     async def _read_standby_state(self) -> StandbyState | None:
         assert self._state is not None
-        return await read_standby_state(
-            self._state,
-            self._require_conn(),
-            self.settings.cluster_id,
-            asyncio.get_running_loop().time(),
-        )
+        return await read_standby_state(self._state, asyncio.get_running_loop().time())
 
     def lock_holder_silent(self) -> bool:
         lease = self._lease
@@ -391,7 +410,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
     def create_channel(self, name: str) -> ChannelStore:
         return self._open_channel(name, new=True)
 
-    def _open_channel(self, name: str, *, new: bool) -> ChannelStore:
+    def _open_channel(self, name: str, *, new: bool, index: int = 0) -> ChannelStore:
         existing = self._channels.get(name)
         if existing is not None:
             return existing
@@ -399,25 +418,29 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         msgs = cached.msgs
         assert isinstance(msgs, MemoryMessageStore)
         state = self._require_leading()
-        settings = self.settings
-        stream = ChannelStream(
-            self._require_conn(), settings.cluster_id, name, cached.limits, settings.replicas
-        )
-        stream.writer_id = self._writer_id
-        stream.settle_leader_of = self._settle_leader
-        replicated = ReplicatedMessages(msgs, stream)
-        replicated.fence = self._check_lease
+        streams = self._require_streams()
         if new:
-            replicated.prepare = lambda: self._prepare_new_channel(name, stream)
-        channel = ChannelStore(
-            name,
-            replicated,
-            ReplicatedSubscriptions(cached.subs, state, name),
-            cached.limits,
+            index = streams.index_of_new(name)
+        log = ChannelLog(
+            self._require_conn(), self._require_writer(), self.settings.cluster_id, name, index
         )
+        # Its own writer ID: a channel deleted and created again within the streams'
+        # duplicate window writes the same sequences again.
+        log.writer_id = next_nuid()
+        log.settle_leader_of = self._settle_leader
+        replicated = ReplicatedMessages(msgs, log)
+        replicated.fence = self._check_lease
+        replicated.on_change = self._dirty_states.add
+        replicated.on_dropped = self._dirty_purges.add
+        if new:
+            replicated.prepare = lambda: self._prepare_new_channel(name)
+        subs = ReplicatedSubscriptions(cached.subs, state, name)
+        subs.on_change = self._dirty_subs.add
+        channel = ChannelStore(name, replicated, subs, cached.limits)
         self._channels[name] = channel
         if new:
-            self._put(*channel_record(name))
+            self._put(*channel_record(name, index))
+            self._dirty_states.add(name)
         return channel
 
     def delete_channel(self, name: str) -> None:
@@ -432,45 +455,48 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             state.delete(sub_key(name, sub_id))
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
-        deletion = asyncio.get_running_loop().create_task(
-            self._delete_channel_stream(name, msgs.stream)
-        )
-        self._deletions[name] = deletion
+        deletion = asyncio.get_running_loop().create_task(self._purge_channel(name, msgs.log))
+        self._deletions[name] = (deletion, msgs.log)
         deletion.add_done_callback(lambda _: self._forget_deletion(name, deletion))
         self._schedule_flush()
 
     def _forget_deletion(self, name: str, deletion: asyncio.Task[bool]) -> None:
         """A deletion that succeeded needs no more waiting for; a failed one is kept."""
-        if self._deletions.get(name) is deletion and not deletion.cancelled() and deletion.result():
+        found = self._deletions.get(name)
+        succeeded = not deletion.cancelled() and deletion.result()
+        if found is not None and found[0] is deletion and succeeded:
             del self._deletions[name]
 
-    async def _delete_channel_stream(self, name: str, stream: ChannelStream) -> bool:
-        """The stream first, then the channel's record: a node that takes over in between
-        finds the record without a stream and serves the channel empty. The other way
-        round it would find a stream without a record, and a new channel of that name
-        would be written after its old messages. The record stays when the channel was
-        created again meanwhile (its first write waits for this) or the deletion failed
-        (the next creation tries again, see _prepare_new_channel)."""
+    async def _purge_channel(self, name: str, log: ChannelLog) -> bool:
+        """The channel's messages first, then its records: a node that takes over in
+        between finds the record without messages and serves the channel empty. The
+        other way round it would find messages without a record, and a new channel of
+        that name would be fenced by them. The records stay when the channel was created
+        again meanwhile (its first write waits for this) or the purge failed (the next
+        creation tries again, see _prepare_new_channel)."""
         try:
-            await stream.delete()
+            await log.purge_below(ALL)
         except Exception as exc:  # a background task: every failure is logged, none raised
-            self.log.error(f"Unable to delete the stream of channel {name!r}: {exc}")
+            self.log.error(f"Unable to delete the messages of channel {name!r}: {exc}")
             return False
         if name not in self._channels and self._leading and self._state is not None:
             self._state.delete(channel_key(name))
+            self._state.delete(state_key(name))
             self._schedule_flush()
         return True
 
-    async def _prepare_new_channel(self, name: str, stream: ChannelStream) -> None:
+    async def _prepare_new_channel(self, name: str) -> None:
         """Before a new channel's first write: its record on a quorum (the node that takes
-        over learns the channels from the records), and the stream of a channel of that
-        name deleted here gone (JetStream names the stream after the channel)."""
+        over learns the channels from the records), and the messages of a channel of that
+        name deleted here gone (the new one starts where no message of it is)."""
         await self.records_durable()
-        deletion = self._deletions.get(name)
-        if deletion is None or await asyncio.shield(deletion):
+        found = self._deletions.get(name)
+        if found is None:
             return
-        await stream.delete()  # once more; StoreError fails this write
-        if self._deletions.get(name) is deletion:
+        deletion, old = found
+        if not await asyncio.shield(deletion):
+            await old.purge_below(ALL)  # once more; StoreError fails this write
+        if self._deletions.get(name) is found:
             del self._deletions[name]
 
     def close(self) -> None:
@@ -546,13 +572,83 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
                 self.log.error(f"Unable to replicate subscription positions: {exc}")
 
     async def _flush_lazy_state(self) -> None:
-        for channel in list(self._channels.values()):
-            subs = channel.subs
-            assert isinstance(subs, ReplicatedSubscriptions)
-            subs.write_changed()
-        if self._state is not None:
-            await self._state.flush()
+        """The channels that changed since the last round, and those only: their
+        subscriptions' positions and their figures, on a quorum; then the messages their
+        memory dropped purged from the streams (after the figures: a channel whose every
+        message goes keeps its last sequence in them)."""
+        # Taken by copy: the channels hold the sets' bound ``add``.
+        subs_changed, states, purges = _take(
+            self._dirty_subs, self._dirty_states, self._dirty_purges
+        )
+        for name in subs_changed:
+            channel = self._channels.get(name)
+            if channel is not None:
+                subs = channel.subs
+                assert isinstance(subs, ReplicatedSubscriptions)
+                subs.write_changed()
+        state = self._state
+        if state is None:
+            return
+        written: list[tuple[ReplicatedMessages, int]] = []
+        for name in states:
+            channel = self._channels.get(name)
+            if channel is not None:
+                msgs = channel.msgs
+                assert isinstance(msgs, ReplicatedMessages)
+                figures = _figures(msgs)
+                state.put(*state_record(name, figures))
+                written.append((msgs, figures.last))
+        try:
+            await state.flush()
+        except StoreError:
+            self._dirty_purges |= purges  # not before the figures are replicated
+            raise
+        for msgs, last in written:
+            msgs.recorded_last = max(msgs.recorded_last, last)
+        await self._purge(purges)
+
+    async def _purge(self, names: set[str]) -> None:
+        limit = asyncio.Semaphore(CONCURRENT_PURGES)
+        failures: list[str] = []
+
+        async def one(name: str) -> None:
+            channel = self._channels.get(name)
+            if channel is None:
+                return
+            msgs = channel.msgs
+            assert isinstance(msgs, ReplicatedMessages)
+            async with limit:
+                purging = msgs.purge_dropped()
+                failure = await purging if purging is not None else ""
+            if failure:
+                failures.append(failure)
+                self._dirty_purges.add(name)  # the next round tries again
+
+        await asyncio.gather(*(one(name) for name in names))
+        if failures:
+            self.log.error(
+                f"Unable to purge the dropped messages of {len(failures)} channel(s) "
+                f"(tried again): {failures[0]}"
+            )
 
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         return task
+
+
+def _take(*dirty: set[str]) -> list[set[str]]:
+    """A copy of each set, each emptied."""
+    taken = [set(names) for names in dirty]
+    for names in dirty:
+        names.clear()
+    return taken
+
+
+def _figures(msgs: ReplicatedMessages) -> ChannelState:
+    """A channel's figures as its memory store has them."""
+    count, size = msgs.state()
+    return ChannelState(count, size, msgs.first_sequence, msgs.last_sequence)
+
+
+def _layout_of(streams: int) -> Layout:
+    return Layout(LAYOUT_VERSION, streams)

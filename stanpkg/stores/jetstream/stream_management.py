@@ -1,6 +1,7 @@
-"""Managing the streams of a cluster through our own NATS client: a channel's stream
-configuration (:func:`stream_config`), its creation or update (:func:`ensure_stream`),
-purge and deletion, and where its replicas and leader are (:func:`stream_replicas`,
+"""Managing the streams of a cluster through our own NATS client: a shared stream's
+configuration (:func:`shared_stream_config`), its creation or update
+(:func:`ensure_stream`), purges of a channel's subject (:func:`purge_subject`), deletion,
+and where a stream's replicas and leader are (:func:`stream_replicas`,
 :func:`lead_stream_from`, :func:`remove_stream_peer`).
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.jetstream_api import (
     API_TIMEOUT,
@@ -19,7 +19,7 @@ from stanpkg.stores.jetstream.jetstream_api import (
     first_answer,
     js_api,
 )
-from stanpkg.stores.jetstream.layout import stream_name, stream_subject
+from stanpkg.stores.jetstream.layout import shared_stream_name, shared_stream_subjects
 from stanpkg.stores.jetstream.stream_reader import StreamState, state_of
 from stanpkg.transport.connection import NatsConnection
 
@@ -27,57 +27,73 @@ __all__ = [
     "delete_stream",
     "ensure_stream",
     "lead_stream_from",
-    "purge_stream_to",
+    "move_stream_subjects",
+    "purge_subject",
     "remove_stream_peer",
-    "stream_config",
+    "shared_stream_config",
     "stream_replicas",
 ]
 
 DUPLICATE_WINDOW_NS = 120 * 10**9
 LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
-# The configuration fields that follow the channel's limits when a stream exists already.
-_LIMIT_FIELDS = ("max_msgs", "max_bytes", "max_age", "duplicate_window", "discard", "allow_atomic")
+# The configuration fields brought to the wanted ones when a stream exists already.
+_KEPT_FIELDS = (
+    "max_msgs",
+    "max_bytes",
+    "max_age",
+    "max_msgs_per_subject",
+    "duplicate_window",
+    "discard",
+    "allow_direct",
+    "allow_atomic",
+)
 
 
-def stream_config(
-    cluster_id: str, channel: str, limits: Limits, *, replicas: int, first_seq: int = 1
-) -> dict[str, Any]:
-    """The JSON configuration of a channel's stream (JetStream: -1 = unlimited, ns)."""
-    window = DUPLICATE_WINDOW_NS
-    if limits.max_age > 0:
-        window = min(window, limits.max_age)  # JetStream refuses a window past max_age
-    config: dict[str, Any] = {
-        "name": stream_name(cluster_id, channel),
-        "description": f"STAN channel {channel} of cluster {cluster_id}",
-        "subjects": [stream_subject(cluster_id, channel)],
+def shared_stream_config(cluster_id: str, index: int, *, replicas: int) -> dict[str, Any]:
+    """The JSON configuration of shared stream ``index`` (JetStream: -1 = unlimited, ns).
+
+    No stream-wide limit: each channel's limits are the serving node's, which purges
+    what a channel drops (``purge_subject``). Atomic batches carry every write (one
+    answer per batch, all or nothing; servers before 2.12 drop the field, which
+    ``shared_streams`` refuses), direct gets let any replica answer reads."""
+    return {
+        "name": shared_stream_name(cluster_id, index),
+        "description": f"STAN channels of cluster {cluster_id} (shared stream {index})",
+        "subjects": [shared_stream_subjects(cluster_id, index)],
         "retention": "limits",
         "storage": "file",
         "discard": "old",
-        "max_msgs": _unlimited(limits.max_msgs),
-        "max_bytes": _unlimited(limits.max_bytes),
-        "max_age": max(limits.max_age, 0),
+        "max_msgs": -1,
+        "max_bytes": -1,
+        "max_age": 0,
         "max_msgs_per_subject": -1,
         "num_replicas": replicas,
-        "duplicate_window": window,
+        "duplicate_window": DUPLICATE_WINDOW_NS,
         "allow_direct": True,
-        # A flush's messages as one atomic batch: one answer instead of one per message,
-        # and all or nothing (servers before 2.12 drop the field: see StreamState.atomic).
         "allow_atomic": True,
     }
-    if first_seq > 1:
-        config["first_seq"] = first_seq
-    return config
 
 
-def _unlimited(value: int) -> int:
-    return value if value > 0 else -1
-
-
-async def purge_stream_to(conn: NatsConnection, stream: str, first_seq: int) -> None:
-    """Remove every message below ``first_seq``; an empty stream then starts at it."""
-    answer = await js_api(conn, f"STREAM.PURGE.{stream}", {"seq": first_seq})
+async def purge_subject(conn: NatsConnection, stream: str, subject: str, below: int) -> None:
+    """Remove the messages of ``subject`` stored below stream sequence ``below`` (all of
+    them when ``below`` is past the subject's last: its last subject sequence is then 0)."""
+    answer = await js_api(conn, f"STREAM.PURGE.{stream}", {"filter": subject, "seq": below})
     if "error" in answer:
-        raise api_failure(f"purge stream {stream} up to {first_seq}", answer)
+        raise api_failure(f"purge {subject} of stream {stream} below {below}", answer)
+
+
+async def move_stream_subjects(conn: NatsConnection, stream: str, subjects: list[str]) -> None:
+    """Give an existing stream other subjects (its messages stay as they are)."""
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None)
+    if "error" in answer:
+        raise api_failure(f"read stream {stream}", answer)
+    config = dict(answer["config"])
+    if config.get("subjects") == subjects:
+        return
+    config["subjects"] = subjects
+    answer = await js_api(conn, f"STREAM.UPDATE.{stream}", config)
+    if "error" in answer:
+        raise api_failure(f"change the subjects of stream {stream}", answer)
 
 
 async def ensure_stream(
@@ -105,8 +121,8 @@ async def ensure_stream(
         raise api_failure(f"create stream {name}", answer)
     if kind == "unreadable":
         raise api_failure(f"read stream {name}", answer)
-    current = dict(answer["config"])  # it exists: its limits brought to config's
-    wanted = current | {field: config[field] for field in _LIMIT_FIELDS if field in config}
+    current = dict(answer["config"])  # it exists: its settings brought to config's
+    wanted = current | {field: config[field] for field in _KEPT_FIELDS if field in config}
     if wanted == current:
         return state_of(answer)
     answer = await js_api(conn, f"STREAM.UPDATE.{name}", wanted)

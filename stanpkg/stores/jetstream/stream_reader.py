@@ -1,14 +1,18 @@
-"""Reading channels' streams (and KV buckets' streams) on the store's one connection: the
-messages by batched direct gets (:func:`read_range`), the streams' state by
-``STREAM.INFO`` (:func:`stream_state`, through ``jetstream_api``'s :func:`js_api`).
+"""Reading the cluster's streams (the channels' shared streams, layout 1's streams, KV
+buckets' streams) on the store's one connection: the messages by batched direct gets,
+of a whole stream (:func:`read_range`) or of one subject (:func:`read_subject`), a
+subject's last message from the stream's leader (:func:`last_of_subject`), the streams'
+state by ``STREAM.INFO`` (:func:`stream_state`, through ``jetstream_api``'s
+:func:`js_api`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, NamedTuple
 
 from stanpkg.stores.base import StoreError
@@ -22,14 +26,18 @@ from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.errors import NatsError
 
 __all__ = [
+    "LastMessage",
     "ReplicaBehind",
     "StreamState",
     "find_stream_state",
+    "last_of_subject",
     "read_range",
+    "read_subject",
     "state_of",
     "stream_state",
 ]
 
+NO_MESSAGE = 10037  # STREAM.MSG.GET: no message found
 LAGGING_REPLICA_RETRY = 0.02  # seconds between direct gets a replica could not answer yet
 DIRECT_GET_ASK_AGAIN = 0.5  # a direct get not answered at all by then is sent again
 
@@ -67,7 +75,8 @@ async def read_range(
     try:
         sequence = max(first, 1)
         while sequence <= last:
-            got = await reader.get(sequence, min(batch, last - sequence + 1), timeout)
+            ask = {"seq": sequence, "batch": min(batch, last - sequence + 1)}
+            got = await reader.get(ask, timeout)
             if not got:
                 if (await stream_state(conn, stream)).last_seq < sequence:
                     return
@@ -86,6 +95,78 @@ async def read_range(
             sequence = got[-1][0] + 1
     finally:
         reader.close()
+
+
+async def read_subject(
+    conn: NatsConnection,
+    stream: str,
+    subject: str,
+    first: int,
+    last: int,
+    *,
+    batch: int = 256,
+    timeout: float = API_TIMEOUT,
+) -> AsyncGenerator[tuple[int, bytes, bytes], None]:
+    """(stream sequence, headers, data) of the messages of ``subject`` stored at stream
+    sequences first..last, in order, by batched direct gets that JetStream answers from
+    the subject's own index (``next_by_subj``): the other subjects of the stream are not
+    read. ``last`` is the subject's last message as the stream's leader has it
+    (:func:`last_of_subject`); a replica that ends before it is asked again (it may not
+    have applied the newest messages yet), ReplicaBehind after ``timeout``."""
+    reader = _BatchReader(conn, stream)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        sequence = max(first, 1)
+        while sequence <= last:
+            ask = {"seq": sequence, "next_by_subj": subject, "batch": batch}
+            answered = await reader.get(ask, timeout)
+            got = [message for message in answered if message[0] <= last]
+            if answered and not got:
+                return  # the next one is past ``last``
+            if not got:
+                if loop.time() > deadline:
+                    raise ReplicaBehind(
+                        f"the replicas of stream {stream} do not have {subject} up to "
+                        f"{last} after {timeout:g} s"
+                    )
+                await asyncio.sleep(LAGGING_REPLICA_RETRY)
+                continue
+            deadline = loop.time() + timeout
+            for message in got:
+                yield message
+            sequence = got[-1][0] + 1
+    finally:
+        reader.close()
+
+
+class LastMessage(NamedTuple):
+    """A subject's last message: its stream sequence, headers and data."""
+
+    stream_seq: int
+    headers: dict[str, str]
+    data: bytes
+
+
+async def last_of_subject(
+    conn: NatsConnection, stream: str, subject: str, *, timeout: float = API_TIMEOUT
+) -> LastMessage | None:
+    """The last message of ``subject`` as the stream's leader has it (``STREAM.MSG.GET``,
+    which only the leader answers: a direct get may come from a replica that is behind);
+    None when the subject has none."""
+    answer = await js_api(
+        conn, f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject}, timeout=timeout
+    )
+    error = answer.get("error")
+    if error and error.get("err_code") == NO_MESSAGE:
+        return None
+    if error:
+        raise api_failure(f"read the last message of {subject} in stream {stream}", answer)
+    message = answer.get("message") or {}
+    raw = base64.b64decode(message.get("hdrs") or "")
+    fields = decode_headers(raw)[1] if raw else {}
+    data = base64.b64decode(message.get("data") or "")
+    return LastMessage(int(message.get("seq", 0)), fields, data)
 
 
 class _BatchReader:
@@ -108,15 +189,13 @@ class _BatchReader:
         self._got: list[tuple[int, bytes, bytes]] = []
         self._end: asyncio.Future[int] | None = None
 
-    async def get(
-        self, sequence: int, count: int, timeout: float
-    ) -> list[tuple[int, bytes, bytes]]:
-        """The next ``count`` messages from ``sequence`` on; empty past the stream's end."""
+    async def get(self, ask: dict[str, Any], timeout: float) -> list[tuple[int, bytes, bytes]]:
+        """The messages one batched direct get (``ask``) answers; empty past the end."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self._got, self._asked, self._answering = [], set(), ""
         self._end = end = loop.create_future()
-        request = json.dumps({"seq": sequence, "batch": count}).encode()
+        request = json.dumps(ask).encode()
         try:
             while not end.done():
                 if not self._answering:

@@ -9,14 +9,13 @@ import time
 
 import pytest
 
-from stanpkg.plan.limits import Limits
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.layout import stream_name
+from stanpkg.stores.jetstream.layout import shared_stream_name
 from stanpkg.stores.jetstream.leadership import LeaderGathering
 from stanpkg.stores.jetstream.stream_management import (
     ensure_stream,
     lead_stream_from,
-    stream_config,
+    shared_stream_config,
     stream_replicas,
 )
 from stanpkg.transport.connection import NatsConnection
@@ -26,13 +25,13 @@ from tests.stores.jetstream.conftest import NatsProc
 from tests.stores.jetstream.test_streams import connected
 
 pytestmark = pytest.mark.slow
-UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
 
 
-async def make_streams(conn: NatsConnection, channels: list[str], replicas: int) -> list[str]:
-    for channel in channels:
-        await ensure_stream(conn, stream_config("lead", channel, UNLIMITED, replicas=replicas))
-    return [stream_name("lead", channel) for channel in channels]
+async def make_streams(conn: NatsConnection, clusters: list[str], replicas: int) -> list[str]:
+    """A shared stream (index 0) for each of ``clusters``."""
+    for cluster in clusters:
+        await ensure_stream(conn, shared_stream_config(cluster, 0, replicas=replicas))
+    return [shared_stream_name(cluster, 0) for cluster in clusters]
 
 
 async def leader_of(conn: NatsConnection, stream: str, within: float = 20) -> str:
@@ -98,8 +97,8 @@ async def test_a_server_without_a_replica_is_not_asked_and_a_missing_stream_fail
         elsewhere = next(name for name in ("js1", "js2", "js3") if name != holder)
         assert await lead_stream_from(conn, single, elsewhere) == "not now"
         assert await leader_of(conn, single) == holder  # untouched
-        with pytest.raises(StoreError, match="read stream STAN_lead_nope"):
-            await lead_stream_from(conn, stream_name("lead", "nope"), "js1")
+        with pytest.raises(StoreError, match="read stream STAN_nope_ch0"):
+            await lead_stream_from(conn, shared_stream_name("nope", 0), "js1")
 
 
 async def test_a_sweep_gathers_every_stream_and_reports_one_that_fails(
@@ -116,7 +115,7 @@ async def test_a_sweep_gathers_every_stream_and_reports_one_that_fails(
         await until_led_by(conn, streams, "js2")
         assert gathering.moved <= len(streams)
         assert await gathering.sweep() == 0  # nothing left to move
-        missing = LeaderGathering(conn, lambda: [*streams, stream_name("lead", "gone")], log)
+        missing = LeaderGathering(conn, lambda: [*streams, shared_stream_name("gone", 0)], log)
         with pytest.raises(StoreError, match="1 of 7 streams"):
             await missing.sweep()
 
@@ -137,6 +136,6 @@ async def test_lead_here_waits_until_the_stream_is_led_here(
                 assert log.texts("WRN") == []
         log = LogCapture()
         gathering = LeaderGathering(conn, lambda: (), log)
-        await gathering.lead_here(stream_name("lead", "gone"))  # gives up, says why
+        await gathering.lead_here(shared_stream_name("gone", 0))  # gives up, says why
         [warning] = log.texts("WRN")
         assert "stays on another server" in warning

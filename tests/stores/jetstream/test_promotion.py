@@ -1,8 +1,8 @@
 """Promotion on a real JetStream server: the node that takes the lease loads the records,
-then the channels. A channel whose stream is still electing (JetStream does not answer
-for it, as for 4-9 s after its leader died) is asked again on its own: the records and
-the channels loaded before it are not read again (they were, up to 2026-11-26). One that
-never answers fails the promotion at the deadline, naming its stream."""
+then reads each shared stream once, whatever the number of channels in it. A stream
+still electing (JetStream does not answer for it, as for 4-9 s after its leader died) is
+asked again on its own: the records and the streams read before it are not read again.
+One that never answers fails the promotion at the deadline, naming it."""
 
 from __future__ import annotations
 
@@ -15,58 +15,56 @@ from typing import Any
 import pytest
 
 from stanpkg.stores.base import MessageBatch, StoreError
-from stanpkg.stores.jetstream import channel_streams
-from stanpkg.stores.jetstream import store as store_module
-from stanpkg.stores.jetstream.channel_streams import ChannelStream
-from stanpkg.stores.jetstream.jetstream_api import ConnectionClosed, Pipeline
+from stanpkg.stores.jetstream import promotion
+from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, ConnectionClosed, Pipeline
+from stanpkg.stores.jetstream.layout import channel_stream_index
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
+from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage
 from stanpkg.stores.jetstream.store import ClusteredStore
-from stanpkg.stores.jetstream.stream_reader import StreamState, find_stream_state, stream_state
-from stanpkg.transport.connection import NatsConnection
+from stanpkg.stores.jetstream.stream_reader import StreamState
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_standby_view import _leader, _publish, _store
 
 CONTENT = {"a.first": 5, "b.electing": 3, "c.first": 2}
+ELECTING = channel_stream_index("b.electing", 16)
 
 
 class Faults:
-    """Counts each channel's ensures and reads; JetStream's answer for the stream of
+    """Counts each shared stream's ensures and reads; JetStream's answer for stream
     ``electing`` is taken away the first ``times`` times, as while it has no leader."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, electing: str, times: int) -> None:
-        self.ensures: Counter[str] = Counter()
-        self.reads: Counter[str] = Counter()
-        real_ensure, real_read = channel_streams.ensure_stream, ChannelStream.read
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, electing: int, times: int) -> None:
+        self.ensures: Counter[int] = Counter()
+        self.reads: Counter[int] = Counter()
+        real_ensure, real_read = SharedStreams.ensure, SharedStreams.read
         faults = self
 
-        def channel_of(stream: str) -> str:
-            return next(name for name in CONTENT if f"_{name.replace('.', '_')}_" in stream)
-
         async def ensure(
-            conn: NatsConnection, config: dict[str, Any], *, leader_timeout: float
+            self: SharedStreams, index: int, leader_timeout: float = API_TIMEOUT
         ) -> StreamState:
-            channel = channel_of(config["name"])
-            faults.ensures[channel] += 1
-            if channel == electing and faults.ensures[channel] <= times:
+            faults.ensures[index] += 1
+            if index == electing and faults.ensures[index] <= times:
                 await asyncio.sleep(min(leader_timeout, 0.2))
-                name = config["name"]
+                name = self.name(index)
                 raise StoreError(f"JetStream did not answer for stream {name} (create or info)")
-            return await real_ensure(conn, config, leader_timeout=leader_timeout)
+            return await real_ensure(self, index, leader_timeout)
 
-        def read(self: ChannelStream, first: int, last: int) -> AsyncIterator[tuple[bytes, str]]:
-            faults.reads[self.channel] += 1
-            return real_read(self, first, last)
+        def read(
+            self: SharedStreams, index: int, state: StreamState, channels: set[str]
+        ) -> AsyncIterator[tuple[str, StoredMessage]]:
+            faults.reads[index] += 1
+            return real_read(self, index, state, channels)
 
-        monkeypatch.setattr(channel_streams, "ensure_stream", ensure)
-        monkeypatch.setattr(ChannelStream, "read", read)
+        monkeypatch.setattr(SharedStreams, "ensure", ensure)
+        monkeypatch.setattr(SharedStreams, "read", read)
 
 
-async def _written(url: str) -> str:
+async def _written(url: str, content: dict[str, int] = CONTENT) -> str:
     cluster_id = new_cluster_id()
     leader = await _leader(url, cluster_id)
     try:
-        for channel, count in CONTENT.items():
+        for channel, count in content.items():
             await _publish(leader, channel, count)
     finally:
         leader.close()  # releases the lease at once
@@ -88,11 +86,13 @@ async def _taking_over(
         await asyncio.sleep(0.2)  # its connections close in the background
 
 
-async def test_a_channel_electing_is_asked_again_alone(
+async def test_a_stream_electing_is_asked_again_alone(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
-    faults = Faults(monkeypatch, "b.electing", times=3)
+    indexes = {channel_stream_index(name, 16) for name in CONTENT}
+    assert len(indexes) == 3  # each channel in a stream of its own here
+    faults = Faults(monkeypatch, ELECTING, times=3)
     log = LogCapture()
     async with _taking_over(jetstream_url, cluster_id, log) as node:
         assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
@@ -103,23 +103,40 @@ async def test_a_channel_electing_is_asked_again_alone(
             for c in state.channels
         }
         assert got == {name: (1, count) for name, count in CONTENT.items()}
-        assert faults.ensures == {"a.first": 1, "b.electing": 4, "c.first": 1}
-        assert faults.reads == {"a.first": 1, "b.electing": 1, "c.first": 1}
+        assert faults.ensures == {index: 4 if index == ELECTING else 1 for index in range(16)}
+        assert faults.reads == {index: 1 for index in indexes}
         waiting = [line for line in log.lines() if "waiting" in line]
-        assert len(waiting) == 1 and "b.electing" in waiting[0], waiting
+        assert len(waiting) == 1 and f"_ch{ELECTING} " in waiting[0], waiting
 
 
-async def test_a_channel_that_never_answers_fails_the_promotion_at_the_deadline(
+async def test_a_stream_that_never_answers_fails_the_promotion_at_the_deadline(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
-    faults = Faults(monkeypatch, "b.electing", times=10**6)
-    monkeypatch.setattr(store_module, "PROMOTION_TIMEOUT", 1.5)
+    faults = Faults(monkeypatch, ELECTING, times=10**6)
+    monkeypatch.setattr(promotion, "PROMOTION_TIMEOUT", 1.5)
     async with _taking_over(jetstream_url, cluster_id) as node:
-        with pytest.raises(StoreError, match=r"unable to load the cluster.s state.*b\.electing"):
+        with pytest.raises(StoreError, match=rf"unable to load the cluster.s state.*_ch{ELECTING}"):
             await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
-        assert faults.reads["b.electing"] == 0 and faults.ensures["b.electing"] > 1
-        assert faults.reads["a.first"] == 1 and "c.first" not in faults.ensures
+        assert faults.reads[ELECTING] == 0 and faults.ensures[ELECTING] > 1
+        assert faults.ensures[ELECTING + 1] == 0  # the streams after it are not asked
+
+
+async def test_many_channels_are_read_stream_by_stream(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 channels in 16 streams: 16 reads at most, each channel's messages its own."""
+    content = {f"many.{n}": 1 + n % 4 for n in range(60)}
+    cluster_id = await _written(jetstream_url, content)
+    faults = Faults(monkeypatch, -1, times=0)
+    async with _taking_over(jetstream_url, cluster_id) as node:
+        assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
+        state = node.recover()
+        assert state is not None
+        got = {c.store.name: c.store.msgs.state()[0] for c in state.channels}
+        assert got == content
+        assert set(faults.reads.values()) == {1} and len(faults.reads) <= 16
+        assert sum(faults.ensures.values()) == 16
 
 
 async def test_a_new_channels_first_write_waits_for_its_record(
@@ -152,11 +169,11 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         write = msgs.begin_flush()
         await asyncio.sleep(0.5)
         assert not write.done()
-        assert await find_stream_state(msgs.stream._conn, msgs.stream.name) is None
+        assert await msgs.log.last_message() is None
         release.set()
         await asyncio.wait_for(write, 10)
-        state = await stream_state(msgs.stream._conn, msgs.stream.name)
-        assert state.last_seq == 1
+        last = await msgs.log.last_message()
+        assert last is not None and last.sequence == 1
         # A record that cannot be written fails the new channel's first write.
         broken[0] = True
         other = node.create_channel("new.two").msgs
@@ -164,7 +181,7 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         other.store(_batch())
         with pytest.raises(StoreError, match="unable to replicate"):
             await asyncio.wait_for(other.flush(), 10)
-        assert await find_stream_state(other.stream._conn, other.stream.name) is None
+        assert await other.log.last_message() is None
     finally:
         node.close()
         await asyncio.sleep(0.2)

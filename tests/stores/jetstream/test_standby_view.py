@@ -1,6 +1,7 @@
 """The clustered store's standby state (monitoring on a follower) on real nats-servers: a
-standby reads what the lease holder replicated, follows its changes, keeps the last
-reading when JetStream stops answering, and reads nothing once it leads."""
+standby reads what the lease holder replicated (each channel's figures exactly as the
+leader has them), follows its changes when asked, reads nothing while nobody asks, keeps
+the last reading when JetStream stops answering, and reads nothing once it leads."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from stanpkg.stores.base import (
     StandbyState,
     SubRecord,
 )
+from stanpkg.stores.jetstream import standby_view
 from stanpkg.stores.jetstream.jetstream_api import connect
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
-from stanpkg.stores.jetstream.standby_view import REFRESH_INTERVAL, read_standby_state
+from stanpkg.stores.jetstream.standby_view import READ_TTL, read_standby_state
 from stanpkg.stores.jetstream.store import ClusteredStore, ClusterSettings
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id
@@ -81,7 +84,7 @@ async def _standing_by(url: str, cluster_id: str, log: LogCapture) -> AsyncItera
         await asyncio.sleep(0.2)  # its connections close in the background
 
 
-async def test_a_standby_reads_the_leaders_records_and_streams(jetstream_url: str) -> None:
+async def test_a_standby_reads_the_leaders_records_and_figures(jetstream_url: str) -> None:
     cluster_id = new_cluster_id()
     leader = await _leader(jetstream_url, cluster_id)
     try:
@@ -102,13 +105,16 @@ async def test_a_standby_reads_the_leaders_records_and_streams(jetstream_url: st
         subs.write_changed()  # the lazy replication's step
         await subs.flush()
         async with _standing_by(jetstream_url, cluster_id, LogCapture()) as follower:
-            state = await _wait_for(follower, lambda s: len(s.channels) == 2)
+            # The figures are replicated each second, the channels at once.
+            state = await _wait_for(follower, lambda s: [c.msgs for c in s.channels] == [2, 5])
             assert state.info.cluster_id == cluster_id
             assert [c.id for c in state.clients] == ["me"]
             assert [c.name for c in state.channels] == ["b.ünïcode", "orders"]
             orders = state.channels[1]
             assert (orders.msgs, orders.first_seq, orders.last_seq) == (5, 1, 5)
-            assert orders.bytes > 0
+            leaders = leader.create_channel("orders").msgs
+            assert isinstance(leaders, ReplicatedMessages)
+            assert orders.bytes == leaders.state()[1] > 0  # exactly the leader's
             assert (state.channels[0].msgs, state.channels[0].last_seq) == (2, 2)
             got = {
                 s.record.inbox: (s.record.last_sent, s.pending_count) for s in orders.subscriptions
@@ -131,7 +137,7 @@ async def test_no_state_before_the_leader_wrote_any(jetstream_url: str) -> None:
     conn = await connect(NatsEndpoint(jetstream_url), name="standby-test")
     try:
         records = await ReplicatedMap.open(conn, f"STAN_{new_cluster_id()}_x", replicas=1)
-        assert await read_standby_state(records, conn, "nobody", 0.0) is None
+        assert await read_standby_state(records, 0.0) is None
     finally:
         await conn.close()
 
@@ -151,13 +157,48 @@ async def test_a_standby_keeps_its_last_reading_when_jetstream_is_gone(tmp_path:
             deadline = time.monotonic() + 40  # a reading gives up after READ_TIMEOUT
             while "Unable to read the cluster's state" not in log.getvalue():
                 assert time.monotonic() < deadline, log.getvalue()
+                assert follower.standby_state() is known  # monitoring asks: a reading
                 await asyncio.sleep(0.2)
-            await asyncio.sleep(2 * REFRESH_INTERVAL)  # more readings that fail
-            assert follower.standby_state() is known
+            for _ in range(20):  # more readings that fail
+                assert follower.standby_state() is known
+                await asyncio.sleep(READ_TTL / 2)
             assert log.getvalue().count("Unable to read the cluster's state") == 1
         leader.close()
     finally:
         stop_nats(started)
+
+
+async def test_a_standby_reads_only_when_asked(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle, a standby reads nothing (whatever the number of channels); asked again and
+    again, it reads at most once per READ_TTL, and never makes monitoring wait."""
+    cluster_id = new_cluster_id()
+    leader = await _leader(jetstream_url, cluster_id)
+    readings: list[float] = []
+    real = ReplicatedMap.load
+
+    async def counted(self: ReplicatedMap, leader_timeout: float = 5.0) -> dict[str, bytes]:
+        readings.append(time.monotonic())
+        return await real(self, leader_timeout)
+
+    try:
+        for n in range(20):
+            await _publish(leader, f"idle.{n}", 1)
+        async with _standing_by(jetstream_url, cluster_id, LogCapture()) as follower:
+            await _wait_for(follower, lambda s: len(s.channels) == 20)
+            monkeypatch.setattr(ReplicatedMap, "load", counted)
+            await asyncio.sleep(3 * standby_view.RETRY_INTERVAL)
+            assert readings == []  # nobody asked
+            started = time.monotonic()
+            for _ in range(30):
+                assert follower.standby_state() is not None  # at once, the last reading
+                await asyncio.sleep(0.1)
+            assert time.monotonic() - started < 3.5
+            assert 1 <= len(readings) <= 3 / READ_TTL + 1
+    finally:
+        leader.close()
+        await asyncio.sleep(0.2)
 
 
 async def test_the_lease_holder_has_no_standby_state(jetstream_url: str) -> None:

@@ -1,6 +1,7 @@
-"""Channel streams through NatsConnection against real nats-servers with JetStream: names,
-configuration, pipelined writes with message IDs and expected sequences, batched direct
-gets, and what a plain JetStream client sees."""
+"""Shared streams through NatsConnection against real nats-servers with JetStream:
+configuration, channels' atomic batches with their STAN sequences and per-channel fences,
+batched direct gets of a whole stream or one channel, and what a plain JetStream client
+sees of one channel."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import re
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,24 +20,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stanpkg.plan.limits import Limits
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.layout import stream_name, stream_subject
-from stanpkg.stores.jetstream.records import (
-    atomic_batch_messages,
-    batch_headers,
-    from_stream_message,
-    to_stream_message,
-)
+from stanpkg.stores.jetstream import shared_streams as shared_streams_module
+from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.layout import channel_subject, shared_stream_name
+from stanpkg.stores.jetstream.records import atomic_batch_messages, decode_stream_message
+from stanpkg.stores.jetstream.shared_streams import SharedStreams, UnsupportedServer
 from stanpkg.stores.jetstream.stream_management import (
     delete_stream,
     ensure_stream,
-    stream_config,
+    shared_stream_config,
     stream_replicas,
 )
-from stanpkg.stores.jetstream.stream_reader import StreamState, read_range, stream_state
-from stanpkg.stores.jetstream.stream_writer import StreamFenced, StreamWriter
+from stanpkg.stores.jetstream.stream_reader import (
+    StreamState,
+    read_range,
+    read_subject,
+    stream_state,
+)
+from stanpkg.stores.jetstream.stream_writer import BatchWriter, StreamFenced
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from tests.stores.jetstream.conftest import (
     NatsProc,
@@ -48,9 +50,7 @@ from tests.stores.jetstream.conftest import (
 )
 from tests.transport.conftest import NatsProcess, nats_server, start_nats  # noqa: F401
 
-UNLIMITED = Limits(max_subs=0, max_msgs=0, max_bytes=0, max_age=0, max_inactivity=0)
 _clusters = itertools.count(1)
-_VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 def new_cluster() -> str:
@@ -66,77 +66,75 @@ async def connected(url: str) -> AsyncIterator[NatsConnection]:
         await conn.close()
 
 
-async def create(
-    conn: NatsConnection,
-    cluster: str,
-    channel: str,
-    limits: Limits = UNLIMITED,
-    replicas: int = 1,
-    first_seq: int = 1,
-) -> StreamWriter:
-    config = stream_config(cluster, channel, limits, replicas=replicas, first_seq=first_seq)
-    state = await ensure_stream(conn, config)
-    return StreamWriter(conn, subject=config["subjects"][0], last_sequence=state.last_seq)
+async def shared(
+    conn: NatsConnection, cluster: str, count: int = 1, replicas: int = 1
+) -> SharedStreams:
+    streams = SharedStreams(conn, cluster, replicas, count)
+    for index in range(count):
+        await streams.ensure(index)
+    return streams
 
 
-def write(writer: StreamWriter, first: int, count: int, prefix: str = "g") -> None:
+def channel_log(
+    conn: NatsConnection, writer: BatchWriter, cluster: str, channel: str, index: int = 0
+) -> ChannelLog:
+    log = ChannelLog(conn, writer, cluster, channel, index)
+    log.writer_id = "w1"
+    return log
+
+
+def write(log: ChannelLog, first: int, count: int, prefix: str = "g") -> None:
     for sequence in range(first, first + count):
-        writer.append(sequence, f"{prefix}{sequence}", "", sequence * 1000, b"m%d" % sequence)
+        log.append(sequence, "", sequence * 1000, b"m%d" % sequence, f"{prefix}{sequence}")
 
 
 async def collect(it: AsyncIterator[tuple[int, bytes, bytes]]) -> list[tuple[int, bytes, bytes]]:
     return [item async for item in it]
 
 
-# -- names and configuration ---------------------------------------------------------------
+def stan_sequences(got: list[tuple[int, bytes, bytes]], channel: str) -> list[int]:
+    return [decode_stream_message(channel, h, d).sequence for _, h, d in got]
 
 
-def test_hostile_names_are_valid_and_distinct() -> None:
-    clusters = ["c", "a.b", "a_b", "a b", "a*b", "a>b", "a/b\\c", "ü", "", "x" * 300, "=x"]
-    channels = ["foo", "foo.bar", "foo_bar", "föö", "f" * 500, "a.b.c", "_STAN.pub.x"]
-    names = {stream_name(c, ch) for c in clusters for ch in channels}
-    subjects = {stream_subject(c, ch) for c in clusters for ch in channels}
-    assert len(names) == len(subjects) == len(clusters) * len(channels)
-    assert all(_VALID_NAME.fullmatch(name) for name in names)
-    for subject in subjects:
-        tokens = subject.split(".")
-        assert tokens[:2] == ["_STAN", "ch"] and all(tokens)
-        assert not any(ch in subject for ch in " \t*>")
-    assert stream_name("c", "foo.bar").startswith("STAN_c_foo_bar_")
-    assert stream_subject("c", "foo.bar") == "_STAN.ch.c.foo.bar"
+# -- configuration -------------------------------------------------------------------------
 
 
-def test_line_breaks_cannot_forge_headers() -> None:
-    for guid, reply in [("g\r\nNats-Expected-Last-Sequence: 9", ""), ("g", "r\nX: y")]:
-        with pytest.raises(ValueError):
-            to_stream_message(guid, reply, 0, b"")
-    headers, data = to_stream_message("g", "", 7, b"d", expected_last=3)
-    assert data == b"d"
-    assert decode_headers(headers) == (
-        0,
-        {"Nats-Msg-Id": "g", "Stan-Timestamp": "7", "Nats-Expected-Last-Sequence": "3"},
-    )
-
-
-def test_config_limits() -> None:
-    limits = Limits(max_subs=1, max_msgs=10, max_bytes=2048, max_age=30 * 10**9, max_inactivity=0)
-    config = stream_config("c", "foo", limits, replicas=3, first_seq=7)
-    assert config["max_msgs"] == 10 and config["max_bytes"] == 2048
-    assert config["max_age"] == 30 * 10**9 == config["duplicate_window"]  # window <= age
-    assert config["num_replicas"] == 3 and config["first_seq"] == 7
-    assert config["discard"] == "old" and config["storage"] == "file"
-    assert config["allow_direct"] is True
-    open_ended = stream_config("c", "foo", UNLIMITED, replicas=1)
-    assert open_ended["max_msgs"] == open_ended["max_bytes"] == -1
-    assert open_ended["max_age"] == 0 and open_ended["duplicate_window"] == 120 * 10**9
+def test_config_has_no_stream_wide_limit() -> None:
+    config = shared_stream_config("c", 7, replicas=3)
+    assert config["name"] == "STAN_c_ch7" and config["subjects"] == ["_STAN.ch.c.7.>"]
+    assert config["max_msgs"] == config["max_bytes"] == config["max_msgs_per_subject"] == -1
+    assert config["max_age"] == 0 and config["duplicate_window"] == 120 * 10**9
+    assert config["num_replicas"] == 3 and config["discard"] == "old"
+    assert config["storage"] == "file"
+    assert config["allow_direct"] is True and config["allow_atomic"] is True
+    assert "first_seq" not in config and "allow_msg_ttl" not in config
 
 
 async def test_hostile_names_are_accepted_by_jetstream(jetstream_url: str) -> None:
     async with connected(jetstream_url) as conn:
+        writer = BatchWriter(conn)
         for cluster, channel in [("a.b c*>", "föö.bar"), ("x" * 300, "y" * 500)]:
-            config = stream_config(cluster, channel, UNLIMITED, replicas=1)
-            await ensure_stream(conn, config)
-            await delete_stream(conn, config["name"])
+            streams = await shared(conn, cluster)
+            log = channel_log(conn, writer, cluster, channel)
+            write(log, 1, 2)
+            await log.flush()
+            got = await collect(read_range(conn, streams.name(0), 1, 2))
+            assert stan_sequences(got, channel) == [1, 2]
+            await delete_stream(conn, streams.name(0))
+
+
+async def test_a_server_without_atomic_batches_is_refused(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def without_atomic(
+        conn: NatsConnection, config: dict[str, Any], *, leader_timeout: float
+    ) -> StreamState:
+        return StreamState(0, 0, 0, 0, atomic=False)  # as a server before 2.12 answers
+
+    monkeypatch.setattr(shared_streams_module, "ensure_stream", without_atomic)
+    async with connected(jetstream_url) as conn:
+        with pytest.raises(UnsupportedServer, match=r"needs nats-server 2\.12 or later"):
+            await SharedStreams(conn, new_cluster(), 1, 1).ensure(0)
 
 
 # -- writing and reading -------------------------------------------------------------------
@@ -145,24 +143,22 @@ async def test_hostile_names_are_accepted_by_jetstream(jetstream_url: str) -> No
 async def test_round_trip_to_msgproto(jetstream_url: str) -> None:
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
-        writer = await create(conn, cluster, "orders.new")
-        writer.append(1, "guid-1", "_INBOX.reply", 1_700_000_000_123_456_789, b"hello")
-        writer.append(2, "guid-2", "", 5, b"")
-        write(writer, 3, 8)
-        results = await writer.flush()
-        assert [(r.sequence, r.stored, r.duplicate, r.ok) for r in results] == [
-            (n, n, False, True) for n in range(1, 11)
-        ]
-        assert writer.last_sequence == 10
-        name = stream_name(cluster, "orders.new")
+        streams = await shared(conn, cluster)
+        name = streams.name(0)
+        writer = BatchWriter(conn)
+        log = channel_log(conn, writer, cluster, "orders.new")
+        log.append(1, "_INBOX.reply", 1_700_000_000_123_456_789, b"hello", "guid-1")
+        log.append(2, "", 5, b"")
+        write(log, 3, 8)
+        await log.flush()
+        assert (log.last_sequence, log.fence) == (10, 10)
         state = await stream_state(conn, name)
-        assert (state.first_seq, state.last_seq, state.msgs) == (1, 10, 10)
-        assert state.atomic  # nats-server 2.12 and later take atomic batches
+        assert (state.first_seq, state.last_seq, state.msgs, state.atomic) == (1, 10, 10, True)
         got = await collect(read_range(conn, name, 1, 10, batch=3))
-        assert [sequence for sequence, _, _ in got] == list(range(1, 11))
-        records = [from_stream_message(s, h, d, channel="orders.new") for s, h, d in got]
+        messages = [decode_stream_message("orders.new", h, d) for _, h, d in got]
+        assert [m.sequence for m in messages] == list(range(1, 11))
         assert (
-            records[0]
+            messages[0].record
             == pb.MsgProto(
                 sequence=1,
                 subject="orders.new",
@@ -171,17 +167,47 @@ async def test_round_trip_to_msgproto(jetstream_url: str) -> None:
                 timestamp=1_700_000_000_123_456_789,
             ).SerializeToString()
         )
+        assert messages[0].guid == "guid-1"
+        # An empty publish ID becomes the writer's own, naming the channel.
+        assert messages[1].guid == "w1:orders.new:2"
         assert (
-            records[1]
+            messages[1].record
             == pb.MsgProto(sequence=2, subject="orders.new", timestamp=5).SerializeToString()
         )
-        assert pb.MsgProto.FromString(records[9]).data == b"m10"
         # a sub-range, and ranges past the end
         assert [s for s, _, _ in await collect(read_range(conn, name, 4, 6))] == [4, 5, 6]
         assert [s for s, _, _ in await collect(read_range(conn, name, 9, 50))] == [9, 10]
         assert await collect(read_range(conn, name, 11, 20)) == []
         await delete_stream(conn, name)
         await delete_stream(conn, name)  # already gone: no error
+
+
+async def test_channels_of_one_stream_are_read_apart(jetstream_url: str) -> None:
+    """Two channels interleaved in one stream: each keeps its own STAN sequences and its
+    own fence; one channel is read by its subject alone, from any stream sequence."""
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        streams = await shared(conn, cluster)
+        writer = BatchWriter(conn)
+        a = channel_log(conn, writer, cluster, "a")
+        b = channel_log(conn, writer, cluster, "b")
+        for first in (1, 4, 7):
+            write(a, first, 3, "a")
+            write(b, first, 3, "b")
+            await asyncio.gather(a.flush(), b.flush())  # both in flight at once
+        assert (a.last_sequence, b.last_sequence) == (9, 9)
+        assert a.fence != b.fence and max(a.fence, b.fence) == 18
+        subject = a.subject
+        got = await collect(read_subject(conn, streams.name(0), subject, 1, a.fence, batch=2))
+        assert stan_sequences(got, "a") == list(range(1, 10))
+        assert all(decode_headers(h)[1]["Nats-Subject"] == subject for _, h, _ in got)
+        middle = got[4][0]
+        later = await collect(read_subject(conn, streams.name(0), subject, middle + 1, a.fence))
+        assert stan_sequences(later, "a") == list(range(6, 10))
+        # The positions of each channel's runs in the stream.
+        assert a.positions.stream_seq(5) == got[4][0]
+        last = await b.last_message()
+        assert last is not None and (last.sequence, last.stream_seq) == (9, b.fence)
 
 
 async def test_a_direct_get_nobody_answers_is_sent_again(
@@ -192,10 +218,11 @@ async def test_a_direct_get_nobody_answers_is_sent_again(
     answer to a request it gave up on, arriving later, is not mixed into the next batch."""
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
-        writer = await create(conn, cluster, "lost")
-        write(writer, 1, 10)
-        await writer.flush()
-        name = stream_name(cluster, "lost")
+        streams = await shared(conn, cluster)
+        log = channel_log(conn, BatchWriter(conn), cluster, "lost")
+        write(log, 1, 10)
+        await log.flush()
+        name = streams.name(0)
         sent = conn.publish
         requests: list[tuple[str, bytes]] = []
 
@@ -221,129 +248,160 @@ async def test_a_direct_get_nobody_answers_is_sent_again(
             await collect(read_range(conn, name, 1, 10, timeout=1))
 
 
-async def test_resend_of_a_guid_is_a_duplicate(jetstream_url: str) -> None:
+async def test_a_message_id_the_stream_has_fails_the_whole_batch(jetstream_url: str) -> None:
+    """The stream's duplicate window covers every channel in it: a batch holding a publish
+    ID it has (another channel's) is refused whole; nothing of it is stored."""
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
-        writer = await create(conn, cluster, "dup")
-        write(writer, 1, 3)
-        await writer.flush()
-        writer.append(4, "g2", "", 0, b"resent")  # a client resending after a failover
-        [result] = await writer.flush()
-        assert result.ok and result.duplicate and result.stored == 2
-        assert writer.last_sequence == 3
-        state = await stream_state(conn, stream_name(cluster, "dup"))
-        assert (state.last_seq, state.msgs) == (3, 3)
-        # In a batch, a resend takes no sequence: the writes after it are renumbered.
-        writer.append(4, "g5", "", 0, b"new4")
-        writer.append(5, "g1", "", 0, b"resent")
-        writer.append(6, "g6", "", 0, b"new5")
-        writer.append(7, "g7", "", 0, b"new6")
-        results = await writer.flush()
-        assert [(r.sequence, r.stored, r.duplicate) for r in results] == [
-            (4, 4, False),
-            (5, 1, True),
-            (6, 5, False),
-            (7, 6, False),
-        ]
-        assert writer.last_sequence == 6
-        got = await collect(read_range(conn, stream_name(cluster, "dup"), 4, 6))
-        assert [(s, d) for s, _, d in got] == [(4, b"new4"), (5, b"new5"), (6, b"new6")]
+        await shared(conn, cluster)
+        writer = BatchWriter(conn)
+        first = channel_log(conn, writer, cluster, "first")
+        write(first, 1, 3)
+        await first.flush()
+        other = channel_log(conn, writer, cluster, "other")
+        other.append(1, "", 1, b"new", "fresh")
+        other.append(2, "", 1, b"again", "g2")  # first's message 2's ID
+        with pytest.raises(StoreError, match="has a message of this batch"):
+            await other.flush(budget=0)
+        assert await other.last_message() is None and other.fence == 0
 
 
-async def test_wrong_expected_sequence_is_fenced(jetstream_url: str) -> None:
+async def test_a_batch_sent_again_after_a_lost_answer_is_stored_once(jetstream_url: str) -> None:
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
-        active = await create(conn, cluster, "fence")
-        stale = StreamWriter(conn, subject=active.subject, last_sequence=0)
-        write(active, 1, 3)
-        await active.flush()
-        write(stale, 1, 2, prefix="stale")  # a node that lost the lease without knowing
-        with pytest.raises(StreamFenced):
+        streams = await shared(conn, cluster)
+        log = channel_log(conn, BatchWriter(conn), cluster, "orders")
+        write(log, 1, 10)
+        writes = log.take()
+        log.abandon(log.send(writes))  # stored, but its answer never read
+        for _ in range(50):
+            if (await stream_state(conn, streams.name(0))).last_seq == 10:
+                break
+            await asyncio.sleep(0.02)
+        await log.write(writes)  # refused for its expectation: the stream holds it already
+        assert (log.last_sequence, log.fence) == (10, 10)
+        assert (await stream_state(conn, streams.name(0))).msgs == 10
+
+
+async def test_another_writer_fences_this_one(jetstream_url: str) -> None:
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        await shared(conn, cluster)
+        writer = BatchWriter(conn)
+        mine = channel_log(conn, writer, cluster, "fence")
+        write(mine, 1, 2)
+        await mine.flush()
+        theirs = channel_log(conn, writer, cluster, "fence")  # a new leader
+        theirs.start_at(await theirs.last_message())
+        theirs.append(3, "", 1, b"theirs", "t3")
+        await theirs.flush()
+        mine.append(3, "", 1, b"mine", "g3")
+        with pytest.raises(StreamFenced, match="another node"):
+            await mine.flush()  # its sequence 3 is there, not its own
+        stale = channel_log(conn, writer, cluster, "fence")  # knows nothing: expects none
+        stale.append(1, "", 1, b"stale", "s1")
+        with pytest.raises(StreamFenced, match=r"is at 3 in stream \S+, this node expected 0"):
             await stale.flush()
-        write(active, 3, 1, prefix="other")  # a reorder: the stream is at 3, not 2
-        with pytest.raises(StreamFenced):
-            await active.flush()
-        name = stream_name(cluster, "fence")
-        state = await stream_state(conn, name)
-        assert (state.last_seq, state.msgs) == (3, 3)
-        got = await collect(read_range(conn, name, 1, 3))
-        assert [d for _, _, d in got] == [b"m1", b"m2", b"m3"]
+        got = await collect(read_subject(conn, theirs.stream, theirs.subject, 1, theirs.fence))
+        assert [d for _, _, d in got] == [b"m1", b"m2", b"theirs"]
 
 
-async def test_write_without_stream_fails_per_write(jetstream_url: str) -> None:
-    async with connected(jetstream_url) as conn:
-        writer = StreamWriter(conn, subject="_STAN.ch.nobody.here", last_sequence=0)
-        write(writer, 1, 2)
-        results = await writer.flush()
-        assert [r.ok for r in results] == [False, False]
-        assert "503" in results[0].error and writer.last_sequence == 0
-        assert await writer.flush() == []
-        with pytest.raises(StoreError, match="no stream"):
-            await collect(read_range(conn, "STAN_missing_0", 1, 5))
-        with pytest.raises(StoreError, match="stream not found"):
-            await stream_state(conn, "STAN_missing_0")
-
-
-async def test_limits_discard_old_and_update(jetstream_url: str) -> None:
+async def test_a_purged_channel_expects_nothing(jetstream_url: str) -> None:
     cluster = new_cluster()
-    limits = Limits(max_subs=0, max_msgs=3, max_bytes=0, max_age=0, max_inactivity=0)
     async with connected(jetstream_url) as conn:
-        writer = await create(conn, cluster, "small", limits)
-        write(writer, 1, 5)
-        await writer.flush()
-        name = stream_name(cluster, "small")
-        state = await stream_state(conn, name)
-        assert (state.first_seq, state.last_seq, state.msgs) == (3, 5, 3)
-        assert [s for s, _, _ in await collect(read_range(conn, name, 1, 5))] == [3, 4, 5]
-        bigger = Limits(max_subs=0, max_msgs=10, max_bytes=0, max_age=60 * 10**9, max_inactivity=0)
-        state = await ensure_stream(conn, stream_config(cluster, "small", bigger, replicas=1))
-        assert (state.first_seq, state.last_seq) == (3, 5)  # updated, not recreated
-        write(writer, 6, 5)
-        await writer.flush()
-        assert (await stream_state(conn, name)).msgs == 8
+        await shared(conn, cluster)
+        writer = BatchWriter(conn)
+        log = channel_log(conn, writer, cluster, "purged")
+        neighbour = channel_log(conn, writer, cluster, "neighbour")
+        write(log, 1, 5)
+        await log.flush()
+        write(neighbour, 1, 1, "n")
+        await neighbour.flush()
+        await log.purge_below(log.positions.stream_seq(4))  # 1..3 go
+        got = await collect(read_subject(conn, log.stream, log.subject, 1, log.fence))
+        assert stan_sequences(got, "purged") == [4, 5]
+        await log.purge_below(log.fence + 1)  # everything
+        assert log.fence == 0 and await log.last_message() is None
+        write(log, 6, 1)  # the channel goes on, its subject empty
+        await log.flush()
+        last = await log.last_message()
+        assert last is not None and last.sequence == 6
+        assert await neighbour.last_message() is not None
+
+
+async def test_a_channel_may_start_at_any_sequence(jetstream_url: str) -> None:
+    """A migrated channel keeps its sequences: they are the messages', not the stream's."""
+    cluster = new_cluster()
+    async with connected(jetstream_url) as conn:
+        await shared(conn, cluster)
+        log = channel_log(conn, BatchWriter(conn), cluster, "imported")
+        write(log, 100, 2)
+        await log.flush()
+        got = await collect(read_subject(conn, log.stream, log.subject, 1, log.fence))
+        assert stan_sequences(got, "imported") == [100, 101]
+        assert [s for s, _, _ in got] == [1, 2]
+
+
+async def test_write_without_stream_fails(jetstream_url: str) -> None:
+    async with connected(jetstream_url) as conn:
+        log = channel_log(conn, BatchWriter(conn), "nobody", "here")
+        write(log, 1, 2)
+        with pytest.raises(StoreError, match="no stream"):
+            await log.flush(budget=0)
+        assert log.fence == 0
+        with pytest.raises(StoreError, match="no stream"):
+            await collect(read_range(conn, "STAN_missing_ch0", 1, 5))
+        with pytest.raises(StoreError, match="stream not found"):
+            await stream_state(conn, "STAN_missing_ch0")
 
 
 async def test_refused_configuration_is_a_store_error(jetstream_url: str) -> None:
     cluster = new_cluster()
     async with connected(jetstream_url) as conn:
-        await create(conn, cluster, "taken")
-        thief = stream_config(cluster, "other", UNLIMITED, replicas=1)
-        thief["subjects"] = [stream_subject(cluster, "taken")]  # overlaps the first stream
+        await shared(conn, cluster)
+        thief = shared_stream_config(cluster, 1, replicas=1)
+        thief["subjects"] = [channel_subject(cluster, 0, "taken")]  # the first stream's
         with pytest.raises(StoreError, match="unable to create stream"):
             await ensure_stream(conn, thief)
-        too_many = stream_config(cluster, "r5", UNLIMITED, replicas=5)  # one server only
-        with pytest.raises(StoreError, match="unable to create stream"):
-            await ensure_stream(conn, too_many)
+        with pytest.raises(StoreError, match="unable to create stream"):  # one server only
+            await SharedStreams(conn, new_cluster(), 5, 1).ensure(0)
 
 
-async def test_stream_can_start_at_any_sequence(jetstream_url: str) -> None:
-    cluster = new_cluster()
-    async with connected(jetstream_url) as conn:
-        writer = await create(conn, cluster, "imported", first_seq=100)
-        assert writer.last_sequence == 99
-        write(writer, 100, 2)
-        assert [r.stored for r in await writer.flush()] == [100, 101]
-        name = stream_name(cluster, "imported")
-        assert [s for s, _, _ in await collect(read_range(conn, name, 1, 200))] == [100, 101]
-
-
-async def test_plain_jetstream_consumer_reads_the_payloads(jetstream_url: str) -> None:
+async def test_a_plain_jetstream_consumer_reads_one_channel(jetstream_url: str) -> None:
+    """Any JetStream client reads a channel with a subject filter on its shared stream:
+    the payloads as published, STAN's fields in headers, no other channel's messages."""
     cluster = new_cluster()
     nc = await nats.connect(jetstream_url)
     try:
         async with connected(jetstream_url) as conn:
-            writer = await create(conn, cluster, "public.news")
-            write(writer, 1, 3)
-            writer.append(4, "g4", "_INBOX.r", 42, b"last")
-            await writer.flush()
-            sub = await nc.jetstream().subscribe("_STAN.ch.*.public.news", ordered_consumer=True)
-            messages = [await sub.next_msg(timeout=5) for _ in range(4)]
-            assert [m.data for m in messages] == [b"m1", b"m2", b"m3", b"last"]
-            assert messages[3].headers is not None
-            assert messages[3].headers["Stan-Reply"] == "_INBOX.r"
-            assert messages[3].headers["Stan-Timestamp"] == "42"
-            assert messages[3].headers["Nats-Msg-Id"] == "g4"
-            assert messages[3].subject == f"_STAN.ch.{cluster}.public.news"
+            streams = await shared(conn, cluster)
+            writer = BatchWriter(conn)
+            news = channel_log(conn, writer, cluster, "public.news")
+            noise = channel_log(conn, writer, cluster, "public.noise")
+            for first in (1, 3):
+                write(news, first, 2)
+                write(noise, first, 2, "n")
+                await asyncio.gather(news.flush(), noise.flush())
+            news.append(5, "_INBOX.r", 42, b"last", "g5")
+            await news.flush()
+        js = nc.jetstream()
+        subject = channel_subject(cluster, 0, "public.news")
+        ordered = await js.subscribe(subject, stream=streams.name(0), ordered_consumer=True)
+        messages = [await ordered.next_msg(timeout=5) for _ in range(5)]
+        assert [m.data for m in messages] == [b"m1", b"m2", b"m3", b"m4", b"last"]
+        assert {m.subject for m in messages} == {subject}
+        headers = messages[4].headers
+        assert headers is not None
+        assert headers["Stan-Sequence"] == "5" and headers["Stan-Reply"] == "_INBOX.r"
+        assert headers["Stan-Timestamp"] == "42" and headers["Nats-Msg-Id"] == "g5"
+        with pytest.raises(nats.errors.TimeoutError):
+            await ordered.next_msg(timeout=0.3)
+        # A pull consumer with a filter that does not name the stream index reads it too.
+        wildcard = f"_STAN.ch.{cluster}.*.public.news"
+        pull = await js.pull_subscribe(wildcard, stream=streams.name(0))
+        fetched = await pull.fetch(5, timeout=5)
+        assert [m.data for m in fetched] == [b"m1", b"m2", b"m3", b"m4", b"last"]
+        assert [int((m.headers or {})["Stan-Sequence"]) for m in fetched] == [1, 2, 3, 4, 5]
     finally:
         await nc.close()
 
@@ -352,28 +410,24 @@ async def test_unanswered_writes_are_a_store_error(jetstream_url: str) -> None:
     async with connected(jetstream_url) as conn:
         conn.subscribe("quiet.listener", lambda subject, reply, payload: None)  # never answers
         await conn.flush()
-        writer = StreamWriter(conn, subject="quiet.listener", last_sequence=0)
-        write(writer, 1, 3)
-        with pytest.raises(StoreError, match="did not answer 3 of 3 writes"):
-            await writer.flush(timeout=0.3)
-        assert writer.last_sequence == 0
+        writer = BatchWriter(conn)
+        messages = atomic_batch_messages([(1, "g1", "", 1, b"x")], "b1", 0)
+        sent = writer.send("quiet.listener", messages)
+        with pytest.raises(StoreError, match=r"did not answer a write to quiet\.listener"):
+            await writer.answer(sent, 0.3)
 
 
-async def until_answered_through(conn: NatsConnection, subject: str) -> None:
+async def until_answered_through(conn: NatsConnection, log: ChannelLog) -> None:
     """Until the stream answers writes sent through ``conn``'s server. The create's answer
-    comes from the new stream leader; its interest in the subject reaches the other
+    comes from the new stream leader; its interest in the subjects reaches the other
     servers over the routes a moment later, and a write sent meanwhile gets a 503 (which
-    the clustered store sends again, see ChannelStream.write; this low-level writer does
-    not). The probe expects a last sequence the stream never has: refused, not stored."""
-    probe = StreamWriter(conn, subject=subject, last_sequence=10**9)
+    ChannelLog.write sends again for its budget)."""
     for _ in range(100):
-        write(probe, 10**9 + 1, 1, prefix="probe")
-        try:
-            (answer,) = await probe.flush(timeout=2)
-        except StreamFenced:
-            return  # refused for its expected last sequence: the stream answered
+        with contextlib.suppress(StoreError):
+            await log.last_message()
+            return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{subject}: no answer through this server: {answer.error}")
+    raise AssertionError(f"{log.stream}: no answer through this server")
 
 
 @pytest.mark.slow
@@ -382,31 +436,36 @@ async def test_replicated_stream_round_trip(tmp_path: Path) -> None:
     servers = start_jetstream_cluster(tmp_path, 3)
     try:
         async with connected(servers[1][1]) as conn:
-            writer = await create(conn, "r3", "replicated", replicas=3)
-            name = stream_name("r3", "replicated")
-            await until_answered_through(conn, writer.subject)
+            streams = await shared(conn, "r3", replicas=3)
+            log = channel_log(conn, BatchWriter(conn), "r3", "replicated")
+            await until_answered_through(conn, log)
             for first in range(1, 1000, 100):  # each read right after the acks: any replica
-                write(writer, first, 100)
-                results = await writer.flush(timeout=20)
-                assert [r.stored for r in results] == list(range(first, first + 100))
-                got = await collect(read_range(conn, name, first, first + 99))
-                assert [s for s, _, _ in got] == list(range(first, first + 100))
-                assert got[99][2] == b"m%d" % (first + 99)
-            assert (await stream_state(conn, name)).msgs == 1000
+                write(log, first, 100)
+                await log.write(log.take(), budget=20)
+                got = await collect(read_subject(conn, log.stream, log.subject, 1, log.fence))
+                assert stan_sequences(got, "replicated") == list(range(1, first + 100))
+                assert got[-1][2] == b"m%d" % (first + 99)
+            assert (await stream_state(conn, streams.name(0))).msgs == 1000
     finally:
         stop_nats(servers)
 
 
 # What a publish ID or reply can be: decoded protobuf strings (never a lone surrogate),
-# without the line breaks to_stream_message refuses.
+# without the line breaks atomic_batch_messages refuses.
 HEADER_TEXT = st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",))
+
+
+def _as_header_reads(text: str) -> str:
+    """A header value as a header block gives it back: without the ASCII blanks around
+    it."""
+    return text.strip(" \t\x0b\x0c")
 
 
 @given(
     st.lists(
         st.tuples(
-            st.text(alphabet=HEADER_TEXT, max_size=30),
-            st.text(alphabet=HEADER_TEXT, max_size=30),
+            st.text(alphabet=HEADER_TEXT, max_size=30).map(_as_header_reads),
+            st.text(alphabet=HEADER_TEXT, max_size=30).map(_as_header_reads),
             st.integers(min_value=-(2**63), max_value=2**63 - 1),
             st.binary(max_size=20),
         ),
@@ -414,45 +473,51 @@ HEADER_TEXT = st.characters(blacklist_characters="\r\n", blacklist_categories=("
         max_size=12,
     ),
     st.integers(min_value=1, max_value=2**40),
+    st.integers(min_value=0, max_value=2**40),
 )
-def test_atomic_batch_messages_match_one_message_at_a_time(
-    writes: list[tuple[str, str, int, bytes]], first: int
+def test_atomic_batch_messages_carry_each_field(
+    writes: list[tuple[str, str, int, bytes]], first: int, expected: int
 ) -> None:
     batch = [(first + i, *write) for i, write in enumerate(writes)]
-    expected = [
-        to_stream_message(
-            guid,
-            reply,
-            timestamp,
-            payload,
-            expected_last=sequence - 1 if index == 0 else None,
-            batch=batch_headers("b-1", index, len(batch)),
-        )
-        for index, (sequence, guid, reply, timestamp, payload) in enumerate(batch)
-    ]
-    assert atomic_batch_messages(batch, "b-1") == expected
+    out = atomic_batch_messages(batch, "b-1", expected)
+    assert len(out) == len(batch)
+    for index, ((headers, data), (sequence, guid, reply, timestamp, payload)) in enumerate(
+        zip(out, batch, strict=True)
+    ):
+        status, fields = decode_headers(headers)
+        assert status == 0 and data == payload
+        wanted = {"Stan-Sequence": str(sequence), "Stan-Timestamp": str(timestamp)}
+        if guid:
+            wanted["Nats-Msg-Id"] = guid
+        if reply:
+            wanted["Stan-Reply"] = reply
+        if index == 0:
+            wanted["Nats-Expected-Last-Subject-Sequence"] = str(expected)
+        wanted |= {"Nats-Batch-Id": "b-1", "Nats-Batch-Sequence": str(index + 1)}
+        if index == len(batch) - 1:
+            wanted["Nats-Batch-Commit"] = "1"
+        assert fields == wanted
 
 
 def test_a_line_break_in_an_atomic_batch_is_refused() -> None:
     good = (1, "g1", "", 1, b"")
     for bad in ((2, "g\r\nX: y", "", 1, b""), (2, "g2", "r\n", 1, b"")):
         with pytest.raises(ValueError, match="a line break"):
-            atomic_batch_messages([good, bad], "b")
+            atomic_batch_messages([good, bad], "b", 0)
 
 
 @pytest.mark.slow
 async def test_an_existing_stream_is_ensured_without_a_metadata_leader(
     monitored_cluster: tuple[list[NatsProc], list[int]],
 ) -> None:
-    """Promotion ensures every channel's stream while JetStream elects a new metadata
-    leader (4-9 s after the old one died with the serving node): a stream that exists
-    with its limits is read from its own leader; only creating or updating one needs the
-    metadata leader."""
+    """Promotion ensures every shared stream while JetStream elects a new metadata leader
+    (4-9 s after the old one died with the serving node): a stream that exists is read
+    from its own leader; only creating or updating one needs the metadata leader."""
     servers, http_ports = monitored_cluster
     names = [f"js{index + 1}" for index in range(3)]
     meta = metadata_leader(http_ports[0])
     survivor = servers[(names.index(meta) + 1) % 3][1]
-    config = stream_config(new_cluster(), "orders", UNLIMITED, replicas=3)
+    config = shared_stream_config(new_cluster(), 0, replicas=3)
     async with connected(survivor) as conn:
         created = await ensure_stream(conn, config)
         await lead_elsewhere(survivor, config["name"], avoid=meta)
@@ -528,29 +593,32 @@ async def test_an_existing_stream_is_taken_from_its_leaders_info(
 async def test_an_existing_stream_is_read_from_its_leader_not_a_lagging_replica(
     monitored_cluster: tuple[list[NatsProc], list[int]],
 ) -> None:
-    """Seen in a three-node failover (tests/cluster): the serving node led the channel's
-    stream and died right after its last writes were committed. JetStream's metadata
-    leader answered the promoted node's create at once from its own replica, which had
-    not applied those writes: an empty stream. Only the stream leader's state counts:
-    ensure waits for the new leader, which has every committed write."""
+    """Seen in a three-node failover (tests/cluster): the serving node led the stream and
+    died right after its last writes were committed. JetStream's metadata leader answered
+    the promoted node's create at once from its own replica, which had not applied those
+    writes: an empty stream. Only the stream leader's state counts: ensure waits for the
+    new leader, which has every committed write."""
     servers, http_ports = monitored_cluster
     names = [f"js{index + 1}" for index in range(3)]
     meta = names.index(metadata_leader(http_ports[0]))
-    config = stream_config(new_cluster(), "orders", UNLIMITED, replicas=3)
+    cluster = new_cluster()
+    config = shared_stream_config(cluster, 0, replicas=3)
     first = servers[(meta + 1) % 3][1]
     async with connected(first) as conn:
-        state = await ensure_stream(conn, config)
+        await ensure_stream(conn, config)
         await lead_elsewhere(first, config["name"], avoid=names[meta])
         leader = names.index((await stream_replicas(conn, config["name"]))[0])
     survivor = next(i for i in range(3) if i not in (meta, leader))
     async with connected(servers[survivor][1]) as conn:
-        writer = StreamWriter(conn, subject=config["subjects"][0], last_sequence=state.last_seq)
+        log = channel_log(conn, BatchWriter(conn), cluster, "orders")
+        await until_answered_through(conn, log)
         servers[meta][0].send_signal(signal.SIGSTOP)  # its replica misses the writes
         try:
-            write(writer, 1, 10)
-            assert all(r.ok for r in await writer.flush())  # the leader and the survivor
+            write(log, 1, 10)
+            await log.flush()  # the leader and the survivor
             servers[leader][0].kill()
         finally:
             servers[meta][0].send_signal(signal.SIGCONT)
         state = await ensure_stream(conn, config, leader_timeout=30)
         assert (state.first_seq, state.last_seq) == (1, 10)
+        assert shared_stream_name(cluster, 0) == config["name"]

@@ -1,0 +1,155 @@
+"""What the node that takes the lease reads before it serves, and its patience with
+JetStream meanwhile.
+
+After the serving node's death, the streams it led elect new leaders (4-9 s each, side by
+side, not tunable) and answer nothing until then. Each step of a promotion is asked
+briefly and again (:class:`Patience`), not once for a whole request timeout: a new leader
+does not answer a request sent before its election. A step that fails is asked again on
+its own; what was read before it is not read again.
+
+The channels' messages are read one shared stream at a time, each stream once and whole
+(:func:`read_channels`), and dispatched to their channels by subject: a promotion waits
+for the records', the lease's and the shared streams' leaders, however many channels
+there are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from stanpkg.stores.base import StoreError, StoreLog
+from stanpkg.stores.jetstream.conversion import Conversion
+from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, raise_if_cancelled
+from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords
+from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage, UnsupportedServer
+
+__all__ = ["PROMOTION_TIMEOUT", "Patience", "convert_legacy", "ensure_streams", "read_channels"]
+
+T = TypeVar("T")
+
+PROMOTION_TIMEOUT = 60.0  # for one step of the promotion to succeed
+LEADER_PROBE_TIMEOUT = 0.5  # the first wait for a stream's leader at promotion
+LEADER_PROBE_RETRY = 0.1
+
+
+class Patience:
+    """Runs a promotion's steps, each asked again while it fails (a stream electing its
+    leader) for PROMOTION_TIMEOUT at most; the lease is renewed meanwhile.
+    ``still_leading()``: false once the lease lapsed (another node serves: stop)."""
+
+    def __init__(
+        self, log: StoreLog, still_leading: Callable[[], bool], timeout: float | None = None
+    ) -> None:
+        self._log = log
+        self._still_leading = still_leading
+        self._timeout = PROMOTION_TIMEOUT if timeout is None else timeout
+        self.deadline = asyncio.get_running_loop().time() + self._timeout
+        # A stream electing is asked briefly and again; a loaded host gets longer each time.
+        self.leader_timeout = LEADER_PROBE_TIMEOUT
+
+    def restart(self) -> None:
+        """A new step with a whole PROMOTION_TIMEOUT (each channel of a conversion)."""
+        self.deadline = asyncio.get_running_loop().time() + self._timeout
+
+    async def run(self, step: Callable[[float], Awaitable[T]], what: str = "waiting") -> T:
+        """``step(leader_timeout)``'s result, asked again while it raises StoreError (the
+        first failure is logged, with ``what``). StoreError when it is cancelled, the
+        lease lapsed or the deadline passed; UnsupportedServer at once."""
+        warned = False
+        while True:
+            try:
+                return await step(self.leader_timeout)
+            except UnsupportedServer:
+                raise
+            except StoreError as exc:
+                self.check(exc)
+                if not warned:  # once a step: several may wait for their elections
+                    self._log.warn(f"Loading the cluster's state, {what}: {exc}")
+                    warned = True
+            self.leader_timeout = min(self.leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
+            await asyncio.sleep(LEADER_PROBE_RETRY)
+
+    def check(self, exc: StoreError) -> None:
+        """Raise when a failed step must not be asked again: cancelled, lease lost, late."""
+        raise_if_cancelled()
+        if not self._still_leading():  # the lease lapsed meanwhile: another node leads
+            raise StoreError(f"lost the cluster's lease while loading: {exc}") from exc
+        if asyncio.get_running_loop().time() >= self.deadline:
+            raise StoreError(f"unable to load the cluster's state: {exc}") from exc
+
+
+async def ensure_streams(streams: SharedStreams, patience: Patience) -> None:
+    """Every shared stream created, or checked, in turn."""
+    for index in range(streams.count):
+
+        async def ensure(timeout: float, index: int = index) -> None:
+            await streams.ensure(index, timeout)
+
+        await patience.run(ensure)
+
+
+async def convert_legacy(
+    decoded: ClusterRecords, conversion: Conversion, patience: Patience, log: StoreLog
+) -> None:
+    """Convert the layout-1 channels of ``decoded`` (their records updated in place)."""
+    legacy = decoded.legacy
+    streams = conversion.streams
+    log.notice(
+        f"Converting {len(legacy)} channel(s) from a stream each to {streams.new} shared "
+        "stream(s); the node serves once every channel is converted"
+    )
+    await patience.run(lambda timeout: conversion.move_overlapping(legacy, timeout), "converting")
+    await ensure_streams(streams, patience)
+    for channel in legacy:
+        patience.restart()
+
+        async def convert(timeout: float, channel: str = channel) -> tuple[int, ChannelState]:
+            return await conversion.convert(channel, decoded.states.get(channel), timeout)
+
+        index, figures = await patience.run(convert, "converting")
+        decoded.channels[channel] = index
+        decoded.states[channel] = figures
+    patience.restart()
+    await patience.run(lambda _timeout: conversion.finish(streams.new), "converting")
+    log.notice(
+        f"Converted {len(legacy)} channel(s) ({conversion.copied} message(s) copied) to "
+        f"{streams.new} shared stream(s)"
+    )
+
+
+async def read_channels(
+    streams: SharedStreams, channels: dict[str, int], patience: Patience, log: StoreLog
+) -> dict[str, list[StoredMessage]]:
+    """Each channel's messages (``channels``: name -> shared stream), in sequence order:
+    every shared stream checked, and those holding channels read once each. A channel
+    whose sequences do not follow each other in its stream (never written so) keeps the
+    messages after the gap, and the log says so."""
+    by_stream: dict[int, set[str]] = {}
+    for name, index in channels.items():
+        by_stream.setdefault(index, set()).add(name)
+    found: dict[str, list[StoredMessage]] = {}
+    for index in range(streams.count):
+        names = by_stream.get(index, set())
+
+        async def step(timeout: float, index: int = index, names: set[str] = names) -> None:
+            state = await streams.ensure(index, timeout)
+            if not names or not state.msgs:
+                return
+            read: dict[str, list[StoredMessage]] = {}
+            async for channel, stored in streams.read(index, state, names):
+                messages = read.setdefault(channel, [])
+                sequence = stored.message.sequence
+                if messages and sequence != messages[-1].message.sequence + 1:
+                    log.warn(
+                        f"Channel {channel!r}: message {sequence} follows message "
+                        f"{messages[-1].message.sequence} in stream {streams.name(index)}; "
+                        "the messages before it are left out"
+                    )
+                    messages.clear()
+                messages.append(stored)
+            found.update(read)
+
+        await patience.run(step)
+    return found
