@@ -196,8 +196,6 @@ class SliceReader:
                     if msg.sequence > hi:
                         break
                     yield self._message(msg, sl, off, cipher)
-                    if msg.sequence == hi:
-                        break  # what follows (a record cut short) is not the slice's
             except UnexpectedEOFError as exc:
                 if on_bad_record is None:
                     raise
