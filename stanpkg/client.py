@@ -128,6 +128,7 @@ class StanBenchClient:
         self._pending: dict[bytes, AckCallback | None] = {}
         self._window: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._below: tuple[int, asyncio.Future[None]] | None = None  # wait_for_inflight's
         self._head = pub_msg_head(client_id.encode(), TOTAL_LEN)  # a NUID guid follows
         self._tail_channel = ""
         self._tail_data: bytes | None = None
@@ -219,6 +220,18 @@ class StanBenchClient:
             except TimeoutError as exc:
                 raise StanError("stan: publish ack timeout") from exc
 
+    async def wait_for_inflight(self, at_most: int, timeout: float = 30.0) -> None:
+        """Until at most ``at_most`` publishes are unacknowledged (a window refilled in
+        chunks rather than one publish per PubAck, as ``wait_for_window`` does)."""
+        while len(self._pending) > at_most:
+            below = self._below = (at_most, asyncio.get_running_loop().create_future())
+            try:
+                await asyncio.wait_for(below[1], timeout)
+            except TimeoutError as exc:
+                raise StanError("stan: publish ack timeout") from exc
+            finally:
+                self._below = None
+
     def _on_ack(self, subject: str, reply: str, payload: bytes) -> None:
         if len(payload) == 24 and payload[0] == 0x0A and payload[1] == 0x16:
             guid, error = payload[2:], ""
@@ -240,6 +253,9 @@ class StanBenchClient:
         drained = self._drained
         if drained is not None and not pending and not drained.done():
             drained.set_result(None)
+        below = self._below
+        if below is not None and pending <= below[0] and not below[1].done():
+            below[1].set_result(None)
 
     # -- subscribing -----------------------------------------------------------------------
     async def subscribe(

@@ -3,7 +3,9 @@ follow a live server's channels with Spark Structured Streaming.
 
 * ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.source``): files
   on disk with ``path``/``config``, a live server with ``servers``
-  (``stanpkg.pipeline.live_source``, also ``spark.readStream``);
+  (``stanpkg.pipeline.live_source``, also ``spark.readStream``); ``df.write`` and
+  ``df.writeStream`` with ``servers`` publish rows to a live server
+  (``stanpkg.pipeline.sink``);
 * ``stanpkg export`` / ``stanpkg.pipeline.export`` writes messages out incrementally;
 * ``stanpkg archive-slice`` / ``python -m stanpkg.pipeline.archive`` is a ready
   ``slice_archive_script``.
@@ -24,7 +26,8 @@ __all__ = ["register"]
 
 
 def register(spark: SparkSession, *, pushdown: bool | None = None) -> Registration:
-    """Register ``spark.read.format("stan")`` (see ``stanpkg.pipeline.source.register``)."""
+    """Register the ``stan`` format, to read and to write (see
+    ``stanpkg.pipeline.source.register``)."""
     from stanpkg.pipeline.source import register as register_source
 
     return register_source(spark, pushdown=pushdown)

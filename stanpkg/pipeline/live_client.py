@@ -25,7 +25,7 @@ from stanpkg.client import (
     StanError,
     StanSubscription,
 )
-from stanpkg.pipeline.live_options import LiveOptions
+from stanpkg.pipeline.live_options import ConnectionOptions, LiveOptions
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.transport import NatsConnection, NatsError, build_tls_context
 from stanpkg.transport.nuid import next_nuid
@@ -37,6 +37,7 @@ __all__ = [
     "RangeRead",
     "channel_bounds",
     "check_connection",
+    "connected",
     "iter_range",
     "iter_ranges",
 ]
@@ -93,8 +94,9 @@ class RangeRead:
 
 
 @contextlib.asynccontextmanager
-async def connected(options: LiveOptions, role: str) -> AsyncIterator[StanBenchClient]:
-    """A STAN connection for one job (``role`` names it in the server's client list)."""
+async def connected(options: ConnectionOptions, role: str) -> AsyncIterator[StanBenchClient]:
+    """A STAN connection for one job (``role`` names it in the server's client list):
+    the live source's and the sink's."""
     tls = None
     if options.uses_tls:
         tls = build_tls_context(
@@ -145,7 +147,7 @@ async def connected(options: LiveOptions, role: str) -> AsyncIterator[StanBenchC
         await nc.close()
 
 
-def check_connection(options: LiveOptions) -> None:
+def check_connection(options: ConnectionOptions) -> None:
     """Fail fast (servers down, wrong cluster ID, bad credentials) with a clear error."""
 
     async def go() -> None:

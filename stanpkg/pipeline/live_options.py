@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, TypedDict
 
 from stanpkg.pipeline.options import (
     ChannelSelector,
@@ -17,7 +18,16 @@ from stanpkg.pipeline.options import (
     _sequence_map,
 )
 
-__all__ = ["LIVE_OPTIONS", "LiveOptions", "Offsets", "parse_offsets"]
+__all__ = [
+    "CONNECTION_OPTIONS",
+    "LIVE_OPTIONS",
+    "ConnectionFields",
+    "ConnectionOptions",
+    "LiveOptions",
+    "Offsets",
+    "connection_fields",
+    "parse_offsets",
+]
 
 Offsets = dict[str, int]
 """Per channel, the last sequence already read (a micro-batch reads (start, end])."""
@@ -25,16 +35,94 @@ Offsets = dict[str, int]
 EARLIEST = "earliest"
 LATEST = "latest"
 
-# Lower-cased, as Spark hands options case-insensitively.
-LIVE_OPTIONS = frozenset(
+# Lower-cased, as Spark hands options case-insensitively. The connection's are shared by
+# the live source and the sink (sink_options.py).
+CONNECTION_OPTIONS = frozenset(
     {
-        "servers", "cluster_id", "clusterid", "channels", "startingoffsets", "endingoffsets",
-        "maxmessagespertrigger", "maxmessagesperpartition", "failondataloss", "monitor",
-        "user", "password", "token", "credentials", "nkeyseedfile", "tlsca", "tlscert",
-        "tlskey", "tlsskipverify", "connecttimeout", "idletimeout", "probetimeout",
+        "servers", "cluster_id", "clusterid", "user", "password", "token", "credentials",
+        "nkeyseedfile", "tlsca", "tlscert", "tlskey", "tlsskipverify", "connecttimeout",
         "clientidprefix",
     }
 )  # fmt: skip
+LIVE_OPTIONS = CONNECTION_OPTIONS | {
+    "channels", "startingoffsets", "endingoffsets", "maxmessagespertrigger",
+    "maxmessagesperpartition", "failondataloss", "monitor", "idletimeout", "probetimeout",
+}  # fmt: skip
+
+
+class ConnectionOptions(Protocol):
+    """What connecting to a STAN server needs (live_client.connected): the options of the
+    live source and of the sink both have it."""
+
+    @property
+    def servers(self) -> str: ...
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def password(self) -> str: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def credentials(self) -> str: ...
+    @property
+    def nkey_seed_file(self) -> str: ...
+    @property
+    def tls_ca(self) -> str: ...
+    @property
+    def tls_cert(self) -> str: ...
+    @property
+    def tls_key(self) -> str: ...
+    @property
+    def tls_skip_verify(self) -> bool: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def client_id_prefix(self) -> str: ...
+    @property
+    def uses_tls(self) -> bool: ...
+
+
+class ConnectionFields(TypedDict):
+    servers: str
+    cluster_id: str
+    user: str
+    password: str
+    token: str
+    credentials: str
+    nkey_seed_file: str
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+    tls_skip_verify: bool
+    connect_timeout: float
+    client_id_prefix: str
+
+
+def connection_fields(opts: Mapping[str, str]) -> ConnectionFields:
+    """The connection options, checked (``opts``: lower-cased keys)."""
+    servers = opts.get("servers", "").strip()
+    if not servers:
+        raise OptionError("servers: expected NATS URLs (nats://host:4222,...)")
+    cluster_id = (opts.get("cluster_id") or opts.get("clusterid") or "").strip()
+    if not cluster_id:
+        raise OptionError("cluster_id: the STAN cluster ID is required")
+    return ConnectionFields(
+        servers=servers,
+        cluster_id=cluster_id,
+        user=opts.get("user", ""),
+        password=opts.get("password", ""),
+        token=opts.get("token", ""),
+        credentials=opts.get("credentials", ""),
+        nkey_seed_file=opts.get("nkeyseedfile", ""),
+        tls_ca=opts.get("tlsca", ""),
+        tls_cert=opts.get("tlscert", ""),
+        tls_key=opts.get("tlskey", ""),
+        tls_skip_verify=_flag(opts, "tlsskipverify"),
+        connect_timeout=_seconds(opts, "connecttimeout", 5.0),
+        client_id_prefix=_client_id_prefix(opts.get("clientidprefix", "stanpkg-spark")),
+    )
 
 
 @dataclass(frozen=True)
@@ -76,12 +164,7 @@ class LiveOptions:
         unknown = sorted(set(opts) - LIVE_OPTIONS)
         if unknown:
             raise OptionError(f"unknown option(s) for a live read: {', '.join(unknown)}")
-        servers = opts.get("servers", "").strip()
-        if not servers:
-            raise OptionError("servers: expected NATS URLs (nats://host:4222,...)")
-        cluster_id = (opts.get("cluster_id") or opts.get("clusterid") or "").strip()
-        if not cluster_id:
-            raise OptionError("cluster_id: the STAN cluster ID is required")
+        connection = connection_fields(opts)
         channels = ChannelSelector.parse(opts.get("channels"))
         if not channels.patterns:
             raise OptionError("channels: expected channel names or patterns (orders.*,audit)")
@@ -95,8 +178,6 @@ class LiveOptions:
             raise OptionError(f"monitor: expected an http(s):// URL, got {monitor!r}")
         max_trigger = opts.get("maxmessagespertrigger", "").strip()
         return cls(
-            servers=servers,
-            cluster_id=cluster_id,
             channels=channels,
             starting=_offsets_option(opts, "startingoffsets", EARLIEST),
             ending=_offsets_option(opts, "endingoffsets", LATEST),
@@ -104,19 +185,9 @@ class LiveOptions:
             max_per_partition=_positive(opts, "maxmessagesperpartition", 100_000),
             fail_on_data_loss=_flag({"failondataloss": "true", **opts}, "failondataloss"),
             monitor=monitor,
-            user=opts.get("user", ""),
-            password=opts.get("password", ""),
-            token=opts.get("token", ""),
-            credentials=opts.get("credentials", ""),
-            nkey_seed_file=opts.get("nkeyseedfile", ""),
-            tls_ca=opts.get("tlsca", ""),
-            tls_cert=opts.get("tlscert", ""),
-            tls_key=opts.get("tlskey", ""),
-            tls_skip_verify=_flag(opts, "tlsskipverify"),
-            connect_timeout=_seconds(opts, "connecttimeout", 5.0),
             idle_timeout=_seconds(opts, "idletimeout", 30.0),
             probe_timeout=_seconds(opts, "probetimeout", 0.5),
-            client_id_prefix=_client_id_prefix(opts.get("clientidprefix", "stanpkg-spark")),
+            **connection,
         )
 
     @property

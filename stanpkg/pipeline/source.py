@@ -1,6 +1,7 @@
 """The ``stan`` PySpark data source: ``spark.read.format("stan").option("path", DIR).load()``
 reads a FILE store on disk; with ``option("servers", URLS)`` it reads a live server
-(``spark.readStream`` follows it, see live_source.py).
+(``spark.readStream`` follows it, see live_source.py). ``df.write.format("stan")`` and
+``df.writeStream.format("stan")`` publish to a live server (sink.py).
 
 Spark 4's Python Data Source API: the source is instantiated where the query is planned
 (options parsed, datastore recovered, one partition per slice), and ``read`` runs on the
@@ -20,6 +21,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import (
@@ -145,6 +148,22 @@ class StanDataSource(DataSource):
 
         return LiveStreamReader(LiveOptions.parse(self.options), self.metrics)
 
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from stanpkg.pipeline.sink import StanBatchWriter, plan_sink
+
+        if overwrite:
+            raise OptionError(
+                "mode: a STAN channel cannot be overwritten (messages are only appended); "
+                'use .mode("append")'
+            )
+        return StanBatchWriter(plan_sink(dict(self.options), schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from stanpkg.pipeline.sink import StanStreamWriter, plan_sink
+
+        # overwrite: the complete output mode; each trigger publishes the whole result.
+        return StanStreamWriter(plan_sink(dict(self.options), schema))
+
 
 def _check_schema(schema: StructType) -> None:
     if schema != SCHEMA:
@@ -163,7 +182,7 @@ class Registration:
 
 
 def register(spark: SparkSession, *, pushdown: bool | None = None) -> Registration:
-    """Register ``format("stan")`` on ``spark``.
+    """Register ``format("stan")`` on ``spark``: the source and the sink.
 
     ``pushdown``: None enables filter pushdown only where the Spark version is known to
     keep pushed-down state per query (Spark 4.1-4.3 reuse it across queries of one

@@ -1,4 +1,5 @@
-"""One local SparkSession for the whole test session (JVM start-up dominates)."""
+"""One local SparkSession for the pipeline tests (JVM start-up dominates): created once, and
+again after a module that ran its own (the standalone cluster's, test_spark_cluster.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from typing import Any
 
 import pytest
 
+from tests.pipeline.spark_cluster import stop_spark
+
+# Two task threads; a failed task is retried once, as a cluster retries it (the sink's
+# retry tests need that; local[2] would fail the job at the first task failure).
+LOCAL_MASTER = "local[2,2]"
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark_environment() -> Iterator[None]:
+    """PySpark and Java present, workers on this interpreter; the last session stopped at
+    the end."""
     pytest.importorskip("pyspark")
     import shutil
 
@@ -20,10 +29,16 @@ def spark() -> Iterator[Any]:
     # Workers must run this interpreter, where stanpkg and pyarrow are installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    yield
+    stop_spark()
+
+
+@pytest.fixture(scope="module")
+def spark(spark_environment: None) -> Any:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(LOCAL_MASTER)
         .appName("stanpkg-pipeline-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -33,8 +48,7 @@ def spark() -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return session
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -36,3 +36,12 @@ def test_systemd_units_reference_each_other() -> None:
     assert "--include-removed --include-archived" in service
     assert "OnCalendar=" in timer and "Persistent=true" in timer
     assert "stanpkg-export.timer" in DOC.read_text()
+
+
+def test_sink_options_are_documented() -> None:
+    from stanpkg.pipeline.sink_options import FAIL_FIRST_ATTEMPT, SINK_OPTIONS
+
+    section = DOC.read_text().split("### Options of the sink")[1].split("\n### ")[0]
+    documented = {name.lower() for name in re.findall(r"`(\w+)`", section)}
+    # clusterId is cluster_id's other spelling; the failure injection is for tests only.
+    assert SINK_OPTIONS - {FAIL_FIRST_ATTEMPT, "clusterid"} <= documented
