@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from enum import Enum
 
+from stanpkg.migrate.handover import hand_over
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_log import ChannelLog
@@ -336,6 +337,10 @@ class Destination:
                 if asyncio.get_running_loop().time() >= deadline:
                     raise
                 await asyncio.sleep(STATE_RETRY_INTERVAL)
+
+    async def hand_over(self, channels: list[str]) -> tuple[bool, str]:
+        """Tell the serving node, if one runs, to serve ``channels`` (handover.py)."""
+        return await hand_over(self._conn, self.cluster_id, channels)
 
     async def write_records(
         self,

@@ -47,6 +47,8 @@ class Summary:
     records: int = 0
     figures: dict[str, float | int] = field(default_factory=dict)
     skipped_records: list[str] = field(default_factory=list)
+    handover: str = ""  # what the serving node did with the migrated channels
+    handed_over: bool | None = None  # False: a serving node did not load them
     verify: list[ChannelCheck] | None = None
 
     @property
@@ -81,6 +83,8 @@ class Summary:
             )
         for record in self.skipped_records:
             lines.append(f"  skipped damaged record: {record}")
+        if self.handover:
+            lines.append(f"  hand-over: {self.handover}")
         for check in self.verify or ():
             state = "ok" if check.ok else "DIFFERENT"
             side = check.destination.as_dict()
@@ -131,12 +135,30 @@ async def migrate(
         summary.records = await destination.write_records(
             existing, _server_info(source, request), source.clients, subs, figures
         )
+        if summary.channels:
+            summary.handed_over, summary.handover = await _hand_over(destination, summary)
     summary.clients = len(source.clients)
     summary.figures = progress.figures()
     summary.skipped_records = list(source.skipped)
     if request.verify:
         summary.verify = [await verify_channel(source, c, destination) for c in source.channels]
     return summary
+
+
+async def _hand_over(destination: Destination, summary: Summary) -> tuple[bool, str]:
+    """The serving node told to serve the migrated channels. A channel it already had
+    (replaced with ``--replace``) it keeps as it has it, until a node takes over."""
+    names = [channel["name"] for channel in summary.channels]
+    served, text = await destination.hand_over(names)
+    replaced = [c["name"] for c in summary.channels if c["action"] == "replace"]
+    if served and replaced:
+        text += (
+            f"; a serving node keeps what it had of the replaced channel(s) "
+            f"{', '.join(replaced)}: restart it to serve theirs"
+        )
+    if not served:
+        text += ": restart the serving node, the next one loads them (docs/migrate.md)"
+    return served, text
 
 
 async def _channel(

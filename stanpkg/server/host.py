@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from stanpkg.plan.model import Plan
     from stanpkg.server.clients import Client
     from stanpkg.server.log import Logger
-    from stanpkg.stores.base import ServerInfo, Store
+    from stanpkg.stores.base import RecoveredState, ServerInfo, Store
     from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["ChannelPartitions", "HeartbeatControl", "ModeHost"]
@@ -62,3 +62,5 @@ class ModeHost(Protocol):
     def log_store_banner(self) -> None: ...
 
     def recover_state(self, *, quiet: bool = False) -> None: ...
+
+    def adopt_state(self, state: RecoveredState) -> int: ...

@@ -37,8 +37,8 @@ from stanpkg.server.serial import SerialExecutor
 from stanpkg.server.subscribe import SubscribeRequests
 from stanpkg.server.subscriptions import Subscription
 from stanpkg.server.unsubscribe import Removals
-from stanpkg.stores.base import NATS_BACKED, ServerInfo, Store, StoreError
-from stanpkg.transport.connection import NatsConnection
+from stanpkg.stores.base import NATS_BACKED, RecoveredState, ServerInfo, Store, StoreError
+from stanpkg.transport.connection import MsgHandler, NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
 from stanpkg.transport.nuid import Nuid
@@ -327,21 +327,66 @@ class StreamingServer:
         if not quiet:
             log.notice(f"Recovered {len(state.channels)} channel(s)")
 
-    def _listen(self) -> None:
-        info, conn = self.info, self.conn
-        subscribe = partial(self.mode.subscribe_for_clients, conn)
-        sids = self._sids
-        sids.append(subscribe(info.discovery, self.connections.on_connect))
+    def _request_subjects(self, info: ServerInfo) -> list[tuple[str, MsgHandler]]:
+        """The subjects clients send requests to under ``info``, with their handlers."""
+        publish = self.publisher.on_publish
         if self.partitions is not None:
-            for name in self.partitions.names:
-                sids.append(subscribe(f"{info.publish}.{name}", self.publisher.on_publish))
+            publishes = [(f"{info.publish}.{name}", publish) for name in self.partitions.names]
         else:
-            sids.append(subscribe(f"{info.publish}.>", self.publisher.on_publish))
-        sids.append(subscribe(info.subscribe, self.subscriptions.on_subscribe))
-        sids.append(subscribe(info.unsubscribe, self.removals.on_unsubscribe))
-        sids.append(subscribe(info.sub_close, self.removals.on_sub_close))
-        sids.append(subscribe(info.close, self.connections.on_close))
-        sids.append(subscribe(self.ping_subject, self.connections.on_ping))
+            publishes = [(f"{info.publish}.>", publish)]
+        return [
+            (info.discovery, self.connections.on_connect),
+            *publishes,
+            (info.subscribe, self.subscriptions.on_subscribe),
+            (info.unsubscribe, self.removals.on_unsubscribe),
+            (info.sub_close, self.removals.on_sub_close),
+            (info.close, self.connections.on_close),
+            (f"{info.discovery}.pings", self.connections.on_ping),
+        ]
+
+    def _adopt_subjects(self, info: ServerInfo) -> None:
+        """A migration's subjects (the standalone server's, which the records now hold
+        and the next node to serve answers on): answered from now on too, and given to
+        the clients that connect from now on; the subjects answered so far stay."""
+        if info.cluster_id != self.plan.cluster_id or info == self.info:
+            return
+        if not info.sub_close:
+            info.sub_close = f"_STAN.subclose.{info.cluster_id}"
+        answered = {subject for subject, _ in self._request_subjects(self.info)}
+        for subject, handler in self._request_subjects(info):
+            if subject not in answered:
+                self._sids.append(self.mode.subscribe_for_clients(self.conn, subject, handler))
+        self.info = self.connections.info = info
+        self.connections.ping_subject = self.ping_subject
+        self._log_subjects()
+
+    def adopt_state(self, state: RecoveredState) -> int:
+        """Serve channels the store loaded while this server runs (a migration into a
+        running cluster) as recovered ones: their clients registered and heartbeated,
+        their subscriptions attached and started. The number of channels adopted."""
+        state = self.store.adopt(state)
+        self._adopt_subjects(state.info)
+        known = set(self.clients.by_id)
+        online = recovery.rebuild(self.clients, self.channels, state)
+        on_ack = self.delivery.on_ack
+        for sub in online:
+            sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
+        for record in state.clients:
+            client = self.clients.get(record.id)
+            if client is not None and record.id not in known:
+                self.heartbeats.start(client)
+        recovery.start_recovered(self.loop, self.delivery, online)
+        for recovered in state.channels:
+            channel = self.channels.channels.get(recovered.store.name)
+            if channel is not None:
+                self.channels.arm_age_timer(channel)
+                self.channels.start_inactivity_timer(channel)
+        return len(state.channels)
+
+    def _listen(self) -> None:
+        subscribe = partial(self.mode.subscribe_for_clients, self.conn)
+        for subject, handler in self._request_subjects(self.info):
+            self._sids.append(subscribe(subject, handler))
         acks_conn, on_ack = self.acks_conn, self.delivery.on_ack
         for sub in self._recovered:
             sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))

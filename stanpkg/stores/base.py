@@ -461,6 +461,12 @@ class ReplicatedStore(Protocol):
         """Move the replicas this store keeps on node ``node_id`` to the cluster's other
         servers (StoreError when that cannot be done)."""
 
+    @abstractmethod
+    async def load_channels(self, names: list[str]) -> RecoveredState:
+        """While serving: the channels ``names`` another writer (``stanpkg migrate``)
+        added to the cluster's state, loaded as a promotion loads them, with the
+        clients this node does not know yet; channels it has are left out."""
+
 
 _C = TypeVar("_C")
 
@@ -531,6 +537,12 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release everything."""
+
+    def adopt(self, state: RecoveredState) -> RecoveredState:
+        """Channels a capability loaded while the server runs (a clustered store's
+        :meth:`ReplicatedStore.load_channels`), as this store serves them: a wrapper of
+        channels wraps them as it wraps recovered ones."""
+        return state
 
     def capability(self, kind: Capability[_C]) -> _C | None:
         """This store as ``kind`` (see :class:`Capability`), or None when it does not

@@ -144,6 +144,9 @@ class DelegatingStore(Store):
     def close(self) -> None:
         self.inner.close()
 
+    def adopt(self, state: RecoveredState) -> RecoveredState:
+        return self.inner.adopt(state)
+
     def capability(self, kind: Capability[_C]) -> _C | None:
         """The wrapper itself when it implements the capability, else the inner store's
         (what the wrapper does not change, such as a lock, is the inner store's)."""

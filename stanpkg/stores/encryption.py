@@ -230,8 +230,12 @@ class EncryptingStore(DelegatingStore):
 
     def recover(self) -> RecoveredState | None:
         state = self.inner.recover()
-        if state is None:
-            return None
+        return None if state is None else self._wrap_state(state)
+
+    def adopt(self, state: RecoveredState) -> RecoveredState:
+        return self._wrap_state(self.inner.adopt(state))
+
+    def _wrap_state(self, state: RecoveredState) -> RecoveredState:
         channels = []
         for recovered in state.channels:
             wrapped = self._wrap(recovered.store)

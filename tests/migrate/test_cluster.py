@@ -1,61 +1,21 @@
-"""The Go-written fixtures migrated into a real 3-node stanpkg cluster: once the serving
-node hands over, the node that takes over serves what the Go server served after its
-restart (the manifest's channels, subscriptions and messages), and each durable resumes
-with the pending messages the standalone store had for it."""
+"""The Go-written fixtures migrated into a real 3-node stanpkg cluster: the serving node
+loads them at once (test_handover.py), and when it stops, the node that takes over loads
+them at its promotion and serves what the Go server served after its restart (the
+manifest's channels, subscriptions and messages); each durable resumes with the pending
+messages the standalone store had for it."""
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from stanpkg.plan.compile import compile_args
-from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.file.format import open_datastore
-from tests.cluster.conftest import Cluster, Node
+from tests.cluster.conftest import Cluster
 from tests.cluster.test_three_nodes import leader_of, start_three
 from tests.migrate.conftest import migrate_json, read_only_fixture
-from tests.pipeline.helpers import FixtureCopy
-from tests.server.stan_client import StanClient
+from tests.migrate.served import check_served
 
 pytestmark = pytest.mark.slow
-
-
-def _subs(subscriptions: list[dict[str, Any]]) -> list[list[tuple[str, str]]]:
-    """Every field of /streaming/channelsz's subscriptions but whether one is stalled now."""
-    return sorted(
-        sorted((name, str(value)) for name, value in sub.items() if name != "is_stalled")
-        for sub in subscriptions
-    )
-
-
-def _channel(node: Node, name: str) -> dict[str, Any]:
-    status, body = node.http(f"/streaming/channelsz?channel={name}&subs=1")
-    assert status == 200, body
-    document: dict[str, Any] = json.loads(body)
-    return document
-
-
-def _pending(copy: FixtureCopy) -> dict[tuple[str, str], tuple[int, list[int]]]:
-    """(channel, durable name) -> (max_inflight, pending sequences at or past the channel's
-    first): what the standalone store would redeliver to each durable that resumes."""
-    plan = compile_args(["-sc", str(copy.config)], {}).plan
-    assert plan is not None
-    key = plan.encryption_key.reveal().encode() if plan.encrypt else None
-    ds = open_datastore(
-        copy.datastore, encryption_key=key, limits=plan.store_limits, on_bad_record=lambda _: None
-    )
-    found = {}
-    for name, channel in ds.channels.items():
-        for sub in channel.subscriptions.values():
-            record = sub.record
-            if record.is_durable and not record.qgroup:
-                live = [seq for seq in sub.pending if seq >= channel.first_seq]
-                found[(name, record.durable_name)] = (record.max_inflight, live)
-    return found
 
 
 @pytest.mark.parametrize("name", ["plain", "aes", "chacha", "expired", "truncated"])
@@ -71,75 +31,9 @@ async def test_a_migrated_fixture_is_served_by_the_cluster(
     summary = migrate_json("--config", str(copy.config), "--nats", nodes[0].url, "--verify", *extra)
     assert summary["verified"] is True
     assert summary["replicas"] == 3
+    assert summary["handed_over"] is True
 
-    # The serving node hands over; the next one loads the migrated state.
+    # The serving node stops; the next one loads the migrated state at its promotion.
     first_leader.stop()
     leader = leader_of([n for n in nodes if n is not first_leader])
-    for want in manifest["expected"]["channels"]:
-        got = _channel(leader, want["name"])
-        assert (got["first_seq"], got["last_seq"], got["msgs"]) == (
-            want["first_seq"],
-            want["last_seq"],
-            want["msgs"],
-        ), want["name"]
-        assert _subs(got.get("subscriptions", [])) == _subs(want["subscriptions"]), want["name"]
-
-    cid = manifest["cluster_id"]
-    client = await StanClient.connect(leader.url, cid, "migrate-check")
-    for channel, messages in manifest["expected"]["messages"].items():
-        if not messages:
-            continue
-        sub = await client.subscribe(channel, start=pb.First)
-        got_messages = await sub.collect(len(messages), timeout=10)
-        await sub.assert_nothing(0.3)
-        assert [
-            (m.sequence, m.subject, m.reply, base64.b64encode(m.data).decode(), str(m.timestamp))
-            for m in got_messages
-        ] == [
-            (m["sequence"], m["subject"], m["reply"], m["data_b64"], m["timestamp_ns"])
-            for m in messages
-        ], channel
-    await client.close()
-
-    # Each durable comes back with the same pending messages, redelivered.
-    owners = {
-        (channel["name"], sub["durable_name"]): sub["client_id"]
-        for channel in manifest["expected"]["channels"]
-        for sub in channel["subscriptions"]
-        if sub.get("durable_name") and sub["is_offline"]
-    }
-    last_seqs = {c["name"]: c["last_seq"] for c in manifest["expected"]["channels"]}
-    last_sent = {
-        (channel["name"], sub["durable_name"]): sub["last_sent"]
-        for channel in manifest["expected"]["channels"]
-        for sub in channel["subscriptions"]
-        if sub.get("durable_name")
-    }
-    resumed = []
-    for (channel, durable), (inflight, pending) in _pending(copy).items():
-        if (channel, durable) not in owners:
-            continue  # its client is still connected (recovered): not ours to take over
-        resumed.append((channel, durable, pending))
-        owner = await StanClient.connect(leader.url, cid, owners[(channel, durable)])
-        sub = await owner.subscribe(
-            channel, durable=durable, manual_acks=True, max_inflight=inflight
-        )
-        redelivered = await sub.collect(len(pending), timeout=10)
-        assert sorted(m.sequence for m in redelivered) == pending, (channel, durable)
-        assert all(m.redelivered for m in redelivered)
-        await sub.assert_nothing(0.3)
-        # The cluster appends after the migrated messages, and the durable goes on after
-        # its last sent one (truncated's durable was sent the message that was cut: as the
-        # reference after -file_truncate_bad_eof, it skips the sequence that message had).
-        after = max(last_sent[(channel, durable)], last_seqs[channel])
-        for _ in range(after + 1 - last_seqs[channel]):
-            await owner.publish(channel, b"after the migration")
-        (fresh,) = await sub.collect(1, timeout=10)
-        assert (fresh.sequence, fresh.data, fresh.redelivered) == (
-            after + 1,
-            b"after the migration",
-            False,
-        )
-        await owner.close()
-    if name in ("plain", "aes", "chacha"):  # each has an offline durable with pending messages
-        assert resumed and all(pending for *_, pending in resumed), resumed
+    await check_served(leader, copy)

@@ -8,6 +8,7 @@ cluster lines and the store limits first, then, once this node leads, the promot
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from stanpkg.server.errors import StartupError
 from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import FT_STORES_ONLY, LOCKABLE, REPLICATED, StoreError
+from stanpkg.stores.jetstream.layout import migrated_subject
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ class Clustered(ServingMode):
         self._leading = False
         self._sid: int | None = None
         self._requests: set[asyncio.Task[None]] = set()
+        self._migrating = asyncio.Lock()
         self._held: HeldRequests | None = None  # publishes, while the serving node is silent
 
     @property
@@ -158,6 +161,8 @@ class Clustered(ServingMode):
         return conn.subscribe(subject, handler)
 
     def listening(self, server: ModeHost) -> None:
+        if self._leading:
+            self._answer_migrations(server)
         held, self._held = self._held, None
         if held is None:
             return
@@ -168,6 +173,48 @@ class Clustered(ServingMode):
             server.log.warn(
                 f"{held.overflowed} publish(es) sent while no node served were not kept"
             )
+
+    # -- migrations into the running cluster (stanpkg migrate) ---------------------------
+
+    def _answer_migrations(self, server: ModeHost) -> None:
+        """``stanpkg migrate`` names the channels it wrote: they are served from now on,
+        as if loaded at this node's promotion."""
+
+        def on_request(_subject: str, reply: str, data: bytes) -> None:
+            task = asyncio.get_running_loop().create_task(self._migrated(server, data, reply))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+
+        server.conn.subscribe(migrated_subject(server.plan.cluster_id), on_request)
+
+    async def _migrated(self, server: ModeHost, data: bytes, reply: str) -> None:
+        try:
+            names = json.loads(data)
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValueError("not a list of channel names")
+        except ValueError as exc:
+            answer = f"-ERR invalid request: {exc}"
+        else:
+            answer = await self._load_migrated(server, names)
+        if reply:
+            server.conn.publish(reply, answer.encode())
+            server.conn.write_now()
+
+    async def _load_migrated(self, server: ModeHost, names: list[str]) -> str:
+        async with self._migrating:  # one migration's channels at a time
+            replicated = server.store.capability(REPLICATED)
+            try:
+                if replicated is None:
+                    raise StoreError("this store is not replicated")
+                loaded = server.adopt_state(await replicated.load_channels(names))
+            except StoreError as exc:
+                server.log.error(f"Unable to load the migrated channels: {exc}")
+                return f"-ERR {exc}"
+            except Exception as exc:  # answered all the same: migrate would wait for nothing
+                server.log.error(f"Unable to load the migrated channels: {exc!r}")
+                return f"-ERR {exc!r}"
+        server.log.notice(f"Loaded {loaded} migrated channel(s) of {len(names)} named")
+        return f"+OK {loaded}"
 
     # -- membership requests (allow_add_remove_node) ------------------------------------
 

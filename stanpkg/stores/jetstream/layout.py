@@ -69,6 +69,7 @@ __all__ = [
     "legacy_overlaps",
     "legacy_stream_name",
     "legacy_stream_subject",
+    "migrated_subject",
     "records_bucket",
     "shared_stream_name",
     "shared_stream_prefix",
@@ -189,6 +190,14 @@ def kv_subject(bucket: str, key: str = "") -> str:
     ``kv_subject("B", "client.me")`` is ``$KV.B.client.me``, ``kv_subject("B")`` is
     ``$KV.B.``."""
     return f"$KV.{bucket}.{key}"
+
+
+def migrated_subject(cluster_id: str) -> str:
+    """Where ``stanpkg migrate`` tells the serving node which channels it added (a JSON
+    list of names; the serving node loads them and answers ``+OK <n>`` or ``-ERR ...``),
+    beside the reference's ``_STAN.raft.<cluster>.node.add``/``remove`` requests:
+    ``migrated_subject("c1")`` is ``_STAN.raft.c1.migrated``."""
+    return f"_STAN.raft.{cluster_id}.migrated"
 
 
 # -- the channels' shared streams (layout 2) ----------------------------------------------

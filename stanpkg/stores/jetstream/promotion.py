@@ -17,15 +17,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, raise_if_cancelled
-from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords
+from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords, decode_records
 from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage, UnsupportedServer
 
-__all__ = ["PROMOTION_TIMEOUT", "Patience", "convert_legacy", "ensure_streams", "read_channels"]
+__all__ = [
+    "PROMOTION_TIMEOUT",
+    "AddedChannels",
+    "Patience",
+    "convert_legacy",
+    "ensure_streams",
+    "read_added",
+    "read_channels",
+]
 
 T = TypeVar("T")
 
@@ -153,3 +163,39 @@ async def read_channels(
 
         await patience.run(step)
     return found
+
+
+@dataclass
+class AddedChannels:
+    """What :func:`read_added` found: the records, the added channels (name -> shared
+    stream) and their messages."""
+
+    records: ClusterRecords
+    channels: dict[str, int]
+    messages: dict[str, list[StoredMessage]]
+
+
+async def read_added(
+    state: ReplicatedMap,
+    streams: SharedStreams,
+    names: list[str],
+    known: set[str],
+    patience: Patience,
+    log: StoreLog,
+) -> AddedChannels:
+    """While serving: the channels ``names`` that the records have and ``known`` has
+    not (what ``stanpkg migrate`` added), read as a promotion reads them. StoreError when
+    they cannot be read, or are in a shared stream the serving node does not use."""
+    decoded = decode_records(await patience.run(state.load, "loading migrated channels"))
+    if decoded is None:
+        raise StoreError("the cluster's records hold no server info")
+    wanted = set(names) - known
+    channels = {name: index or 0 for name, index in decoded.channels.items() if name in wanted}
+    beyond = sorted(name for name, index in channels.items() if index >= streams.count)
+    if beyond:
+        raise StoreError(
+            f"channel(s) {', '.join(beyond)} are in a shared stream this node does not use: "
+            "restart it to load them"
+        )
+    messages = await read_channels(streams, channels, patience, log)
+    return AddedChannels(decoded, channels, messages)

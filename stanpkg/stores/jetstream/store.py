@@ -69,6 +69,7 @@ from stanpkg.stores.jetstream.promotion import (
     Patience,
     convert_legacy,
     ensure_streams,
+    read_added,
     read_channels,
 )
 from stanpkg.stores.jetstream.records import (
@@ -345,21 +346,54 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._cache.init(decoded.info)
         for client in decoded.clients:
             self._cache.add_client(client)
-        recovered = []
         now = time.time_ns()
-        for name, index in decoded.channels.items():
-            store = self._open_channel(name, new=False, index=index or 0)
-            msgs = store.msgs
-            assert isinstance(msgs, ReplicatedMessages)
-            figures = decoded.states.get(name)
-            msgs.restore(messages.get(name, []), figures.last if figures else 0, now)
-            # What the limits dropped goes from the stream; changed figures are written.
-            if msgs.needs_purge:
-                self._dirty_purges.add(name)
-            if figures != _figures(msgs):
-                self._dirty_states.add(name)
-            recovered.append(self._restore_subs(store, decoded))
+        recovered = [
+            self._restore_channel(name, index or 0, decoded, messages, now)
+            for name, index in decoded.channels.items()
+        ]
         return RecoveredState(decoded.info, decoded.clients, recovered)
+
+    def _restore_channel(
+        self,
+        name: str,
+        index: int,
+        decoded: ClusterRecords,
+        messages: dict[str, list[StoredMessage]],
+        now: int,
+    ) -> RecoveredChannel:
+        store = self._open_channel(name, new=False, index=index)
+        msgs = store.msgs
+        assert isinstance(msgs, ReplicatedMessages)
+        figures = decoded.states.get(name)
+        msgs.restore(messages.get(name, []), figures.last if figures else 0, now)
+        # What the limits dropped goes from the stream; changed figures are written.
+        if msgs.needs_purge:
+            self._dirty_purges.add(name)
+        if figures != _figures(msgs):
+            self._dirty_states.add(name)
+        return self._restore_subs(store, decoded)
+
+    async def load_channels(self, names: list[str]) -> RecoveredState:
+        """While serving: the channels ``names`` another writer (``stanpkg migrate``)
+        added, loaded as a promotion loads them (promotion.read_added), with the clients
+        of the records this node does not know (the migration's: a client closed here is
+        no longer in them, one whose removal is still queued is heartbeated out as any
+        recovered client). Channels this node has are left out."""
+        patience = Patience(self.log, lambda: self._leading)
+        added = await read_added(
+            self._require_leading(), self._require_streams(), names, set(self._channels),
+            patience, self.log,
+        )  # fmt: skip
+        decoded, now = added.records, time.time_ns()
+        recovered = [
+            self._restore_channel(name, index, decoded, added.messages, now)
+            for name, index in added.channels.items()
+            if name not in self._channels  # created by a client meanwhile: its own
+        ]
+        clients = [client for client in decoded.clients if client.id not in self._cache.clients]
+        for client in clients:
+            self._cache.add_client(client)
+        return RecoveredState(decoded.info, clients, recovered)
 
     def _restore_subs(self, store: ChannelStore, decoded: ClusterRecords) -> RecoveredChannel:
         recovered = RecoveredChannel(store)
