@@ -221,7 +221,9 @@ async def one_round(
     channels: int = 1,
 ) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="failover-bench-"))
-    procs, followers, serving = start_cluster(command, workdir)
+    # Both servers allow 100 channels by default: more need max_channels lifted.
+    limits = ["-mc", "0"] if channels > 100 else []
+    procs, followers, serving = start_cluster([*command, *limits], workdir)
     urls = [f"nats://127.0.0.1:{port}" for port in followers]
     # A follower's death: the publisher uses the other follower's URL first.
     dead = serving if victim == "serving" else next(n for n in "abc" if n != serving)
