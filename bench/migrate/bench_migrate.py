@@ -6,7 +6,7 @@ JetStream (file storage, in a temporary directory), then measures side by side:
 
 * ``read``: the migration's source alone (recover + decode every message, one core);
 * ``write``: the migration's destination alone — the same number of messages and bytes,
-  made in memory, written with the clustered store's ChannelStream (atomic batches, 4
+  made in memory, written through migrate's destination (its channel logs' atomic batches, 4
   channels at once) — i.e. what JetStream takes from this writer;
 * ``migrate``: the real command (``stanpkg migrate --format json``), reading and writing.
 
@@ -75,25 +75,25 @@ def read_only(config: Path) -> dict[str, object]:
 
 
 async def _write_channel(url: str, channel: str, count: int, blob: bytes) -> int:
-    from stanpkg.plan.limits import Limits
-    from stanpkg.stores.jetstream.channel_streams import ChannelStream
-    from stanpkg.transport.connection import NatsConnection
+    """The channel's messages written as migrate writes them (its destination's channel
+    log, in chunks), without reading a source: the write half alone."""
+    from stanpkg.migrate.destination import Destination
     from stanpkg.transport.endpoint import NatsEndpoint
 
-    conn = await NatsConnection.open(NatsEndpoint(url), name="bench-write")
-    stream = ChannelStream(conn, "bench-write", channel, Limits(0, 0, 0, 0, 0), 1)
-    stream.writer_id = "bench"
-    await stream.ensure()
+    destination = await Destination.open(NatsEndpoint(url), "bench-write", 1)
+    log = destination.channel_log(channel)
+    plan = await destination.plan_channel(channel, 1, count)
+    await destination.prepare(log, plan, replace=True, first_seq=1)
     size = 0
     for seq in range(1, count + 1):
         start = (seq * 7919) % ((1 << 20) - 400)  # the generator's payload sizes
         payload = blob[start : start + 100 + 50 * (seq % 5)]
         size += len(payload)
-        stream.append(seq, "", 1_700_000_000_000_000_000 + seq, payload, f"b-{seq}")
+        log.append(seq, "", 1_700_000_000_000_000_000 + seq, payload, f"b-{seq}")
         if seq % CHUNK == 0:
-            await stream.flush()
-    await stream.flush()
-    await conn.close()
+            await log.flush()
+    await log.flush()
+    await destination.close()
     return size
 
 
