@@ -25,8 +25,9 @@ What nats-server 2.15.1 does, checked with a script before this was written:
   of sequences map onto the stream (:class:`StreamPositions`);
 * a batch holding a ``Nats-Msg-Id`` the stream has within its duplicate window, whatever
   subject the other message was on, or twice, is refused as a whole (10201, "atomic
-  publish batch contains duplicate message id"); a batch sent again after its answer was
-  lost is refused so too, before its expectation is looked at;
+  publish batch contains duplicate message id"): one channel's publish ID would refuse
+  another channel's write, so publish IDs go in a plain header (``records``), and only
+  streams written before that carry them in ``Nats-Msg-Id``;
 * a purge with ``filter`` and ``seq`` removes the subject's messages below ``seq``; once
   a subject has none, a write expecting 0 is taken and one expecting the old last refused;
 * ``STREAM.MSG.GET`` with ``last_by_subj`` (answered by the stream's leader) gives the
@@ -146,8 +147,6 @@ class ChannelLog:
         cluster_id: str,
         channel: str,
         index: int,
-        *,
-        guid_header: str = HEADER_MSG_ID,
     ) -> None:
         self._conn = conn
         self._writer = writer
@@ -155,7 +154,6 @@ class ChannelLog:
         self.index = index
         self.stream = shared_stream_name(cluster_id, index)
         self.subject = channel_subject(cluster_id, index, channel)
-        self._guid_header = guid_header
         self.writer_id = ""  # unique per leadership: set by the store at promotion
         # The stream sequence of the channel's last message (0: none), which the next
         # write expects, and that message's STAN sequence.
@@ -181,8 +179,8 @@ class ChannelLog:
     def append(
         self, sequence: int, reply: str, timestamp: int, payload: bytes, guid: str = ""
     ) -> None:
-        # A message without a publisher's ID gets the writer's: a resend of the same
-        # write (after a lost answer) is then known to JetStream as a duplicate.
+        # A message without a publisher's ID gets the writer's: after a lost answer, the
+        # channel's last message then tells this node's write from another node's.
         guid = guid or f"{self.writer_id}:{self.channel}:{sequence}"
         self._queued.append((sequence, guid, reply, timestamp, payload))
 
@@ -223,7 +221,6 @@ class ChannelLog:
             batch,
             self._writer.batch_id(self.writer_id),
             self.fence,
-            guid_header=self._guid_header,
         )
         return self._writer.send(self.subject, messages)
 
@@ -320,7 +317,7 @@ class ChannelLog:
                 f"the last message of {self.subject} in stream {self.stream} has no "
                 f"{HEADER_SEQUENCE}"
             ) from None
-        guid = found.headers.get(HEADER_MSG_ID) or found.headers.get(HEADER_GUID, "")
+        guid = found.headers.get(HEADER_GUID) or found.headers.get(HEADER_MSG_ID, "")
         return LastWritten(found.stream_seq, sequence, guid)
 
     async def read_after(self, stream_seq: int, last: int) -> AsyncIterator[StoredMessage]:

@@ -41,7 +41,6 @@ from stanpkg.stores.jetstream.layout import (
     legacy_stream_name,
 )
 from stanpkg.stores.jetstream.records import (
-    HEADER_GUID,
     HEADER_MSG_ID,
     HEADER_REPLY,
     HEADER_TIMESTAMP,
@@ -108,9 +107,7 @@ class Conversion:
         index = streams.index_of_new(channel)
         name = legacy_stream_name(streams.cluster_id, channel)
         old = await self._old_state(name, leader_timeout)
-        target = ChannelLog(
-            self._conn, self._writer, streams.cluster_id, channel, index, guid_header=HEADER_GUID
-        )
+        target = ChannelLog(self._conn, self._writer, streams.cluster_id, channel, index)
         target.writer_id = self._writer_id
         last = await target.last_message()
         target.start_at(last)

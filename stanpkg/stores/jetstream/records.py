@@ -17,11 +17,13 @@ Records (the KV bucket ``layout.records_bucket``), each a (key, value) pair:
 Messages (a channel's subject of its shared stream, ``layout.channel_subject``): the
 stream message's data is the published payload, as published; STAN's own fields are
 headers: ``Stan-Sequence`` (the channel's sequence), ``Stan-Timestamp`` (ns),
-``Stan-Reply``, and ``Nats-Msg-Id`` = the publish GUID (JetStream answers a resend
-within the duplicate window as a duplicate), or the writer's own ID when the publisher
-gave none. A message converted from layout 1 keeps its GUID in ``Stan-Guid`` instead
-(layout 1's own IDs were unique per channel only). The first message of a write expects
-the channel's last stream sequence (``Nats-Expected-Last-Subject-Sequence``).
+``Stan-Reply``, and ``Stan-Guid`` = the publish GUID, or the writer's own ID when the
+publisher gave none. Messages written before this release carry the GUID in
+``Nats-Msg-Id`` (read as well). It is a plain header, not JetStream's deduplication: the
+per-channel fence already refuses a write sent again, the serving node deduplicates
+resends by GUID itself, and JetStream's duplicate tracking cost a fifth of its write
+rate (bench/cluster/jetstream_floor.py). The first message of a write expects the
+channel's last stream sequence (``Nats-Expected-Last-Subject-Sequence``).
 """
 
 from __future__ import annotations
@@ -271,12 +273,12 @@ def _channel_state(key: str, value: bytes) -> ChannelState:
 
 
 def atomic_batch_messages(
-    batch: Sequence[Write], batch_id: str, expected_last: int, *, guid_header: str = HEADER_MSG_ID
+    batch: Sequence[Write], batch_id: str, expected_last: int, *, guid_header: str = HEADER_GUID
 ) -> list[tuple[bytes, bytes]]:
     """(header block, data) of each write of an atomic batch to one channel's subject:
     the first expects the channel's last message at stream sequence ``expected_last``
     (0: none), the last commits the batch. ``guid_header``: where the publish IDs go
-    (:data:`HEADER_GUID` for converted messages: not deduplicated). ValueError for a
+    (:data:`HEADER_MSG_ID` only to test what JetStream does with it). ValueError for a
     publish ID or reply with a line break (it would forge headers)."""
     fields = "".join(f"{guid}{reply}" for _, guid, reply, _, _ in batch)
     if _BREAKS_HEADER.search(fields):
@@ -326,7 +328,7 @@ def decode_message(channel: str, fields: Mapping[str, str], data: bytes) -> Chan
         data=data,
         timestamp=timestamp,
     ).SerializeToString()
-    guid = fields.get(HEADER_MSG_ID) or fields.get(HEADER_GUID, "")
+    guid = fields.get(HEADER_GUID) or fields.get(HEADER_MSG_ID, "")
     return ChannelMessage(sequence, record, guid, timestamp)
 
 

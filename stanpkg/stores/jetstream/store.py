@@ -458,8 +458,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         log = ChannelLog(
             self._require_conn(), self._require_writer(), self.settings.cluster_id, name, index
         )
-        # Its own writer ID: a channel deleted and created again within the streams'
-        # duplicate window writes the same sequences again.
+        # Its own writer ID, in the IDs of messages published without one: after a lost
+        # answer, the channel's last message tells this node's write from another's.
         log.writer_id = next_nuid()
         log.settle_leader_of = self._settle_leader
         replicated = ReplicatedMessages(msgs, log)
