@@ -28,6 +28,12 @@ from tests.transport.conftest import free_port
 ROOT = Path(__file__).resolve().parents[2]
 STANPKG = [sys.executable, "-c", "import sys; from stanpkg.cli import main; sys.exit(main())"]
 READY = "Streaming Server is ready"
+# A PubAck waited for by a test client publishing a channel's first message of a
+# leadership: it waits for the move of its shared stream's JetStream leader to the serving
+# node, started at promotion (up to LeaderGathering's MOVE_WITHIN, 3 s; longer on a loaded
+# 2-core CI host). Real STAN clients wait 30 s by default; the test client's 2 s is for a
+# standalone server.
+FIRST_WRITE_TIMEOUT = 15.0
 LEADER = "server became leader"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from tests.cluster.conftest import Cluster, Node
+from tests.cluster.conftest import FIRST_WRITE_TIMEOUT, Cluster, Node
 from tests.cluster.test_three_nodes import leader_of, start_three
 from tests.server.stan_client import StanClient
 
@@ -69,9 +69,9 @@ async def test_followers_answer_with_the_clusters_state(cluster: Cluster) -> Non
     cid = cluster.cluster_id
     client = await StanClient.connect(leader.url, cid, "watched")
     for i in range(10):
-        await client.publish("orders", f"o{i}".encode())
+        await client.publish("orders", f"o{i}".encode(), timeout=FIRST_WRITE_TIMEOUT)
     for i in range(3):
-        await client.publish("logs", f"l{i}".encode())
+        await client.publish("logs", f"l{i}".encode(), timeout=FIRST_WRITE_TIMEOUT)
     durable = await client.subscribe("orders", durable="dur", start=pb.First, manual_acks=True)
     for msg in await durable.collect(10):
         if msg.sequence <= 4:

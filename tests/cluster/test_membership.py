@@ -16,7 +16,7 @@ from nats.errors import NoRespondersError
 
 from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.proto import protocol_pb2 as pb
-from tests.cluster.conftest import Cluster, Node, three_node_args
+from tests.cluster.conftest import FIRST_WRITE_TIMEOUT, Cluster, Node, three_node_args
 from tests.cluster.test_three_nodes import leader_of
 from tests.server.conftest import start_nats_process
 from tests.server.stan_client import StanClient
@@ -68,7 +68,7 @@ async def serving_one_message(cluster: Cluster) -> tuple[list[Node], Node]:
         assert time.monotonic() < deadline, [n.log() for n in nodes]
         await asyncio.sleep(0.1)
     client = await StanClient.connect(leader.url, cluster.cluster_id, "m")
-    await client.publish("orders", b"one")
+    await client.publish("orders", b"one", timeout=FIRST_WRITE_TIMEOUT)
     await client.close()
     return nodes, leader
 

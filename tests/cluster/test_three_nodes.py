@@ -18,13 +18,19 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
-    channel_stream_index,
     kv_stream,
     lease_bucket,
     records_bucket,
     shared_stream_name,
 )
-from tests.cluster.conftest import LEADER, READY, Cluster, Node, three_node_args
+from tests.cluster.conftest import (
+    FIRST_WRITE_TIMEOUT,
+    LEADER,
+    READY,
+    Cluster,
+    Node,
+    three_node_args,
+)
 from tests.server.conftest import node_modules  # noqa: F401 - fixture
 from tests.server.stan_client import StanClient, StanError
 from tests.server.test_node_client import run_scenario
@@ -199,7 +205,7 @@ async def test_publishes_sent_while_no_node_serves_are_answered_by_the_next(
     survivors = [n for n in nodes if n is not leader]
     cid = cluster.cluster_id
     client = await StanClient.connect(survivors[0].url, cid, "publisher")
-    await client.publish("orders", b"before")
+    await client.publish("orders", b"before", timeout=FIRST_WRITE_TIMEOUT)
     # The standbys learn the cluster's publish subject from its records.
     for node in survivors:
         await wait_for_channel(node, "orders")
@@ -236,27 +242,27 @@ async def test_stream_leaders_follow_the_serving_node_and_a_follower_death_stall
     cluster: Cluster,
 ) -> None:
     """The serving node gathers the JetStream leadership of the streams it writes (records,
-    lease, and each shared stream at its first write), so the death of a follower leaves
-    it serving: no lease lost, nothing lost."""
+    lease, and every shared stream at promotion, before anything is written to them), so
+    the death of a follower leaves it serving: no lease lost, nothing lost."""
     nodes = start_three(cluster)
     leader = leader_of(nodes)
     followers = [n for n in nodes if n is not leader]
     cid = cluster.cluster_id
-    client = await StanClient.connect(followers[0].url, cid, "first")
-    await client.publish("orders", b"first")  # written to its shared stream
-    await client.close()
     written = {
         kv_stream(records_bucket(cid)),
         kv_stream(lease_bucket(cid)),
-        shared_stream_name(cid, channel_stream_index("orders", DEFAULT_CHANNEL_STREAMS)),
+        *(shared_stream_name(cid, index) for index in range(DEFAULT_CHANNEL_STREAMS)),
     }
     deadline = time.monotonic() + 60
-    while True:
+    while True:  # nothing published yet
         leaders = await stream_leaders(followers[0].url)
         if written <= leaders.keys() and {leaders[name] for name in written} == {leader.name}:
             break
         assert time.monotonic() < deadline, f"streams led elsewhere: {leaders}"
         await asyncio.sleep(0.5)
+    client = await StanClient.connect(followers[0].url, cid, "first")
+    await client.publish("orders", b"first", timeout=FIRST_WRITE_TIMEOUT)
+    await client.close()
 
     # Not through the node that dies.
     acked, stalls, _ = await kill_while_publishing(
@@ -283,7 +289,7 @@ async def test_the_whole_cluster_restarts_with_every_message_and_position(
     cid = cluster.cluster_id
     client = await StanClient.connect(leader.url, cid, "c")
     for i in range(100):
-        await client.publish("orders", f"m{i}".encode())
+        await client.publish("orders", f"m{i}".encode(), timeout=FIRST_WRITE_TIMEOUT)
     sub = await client.subscribe("orders", durable="dur", start=pb.First, manual_acks=True)
     for msg in await sub.collect(100):
         if msg.sequence <= 60:
@@ -337,7 +343,7 @@ async def test_a_node_down_for_a_while_rejoins_and_can_take_over(cluster: Cluste
     assert down.stop() == 0
     client = await StanClient.connect(leader.url, cid, "c")
     for i in range(50):
-        await client.publish("orders", f"m{i}".encode())
+        await client.publish("orders", f"m{i}".encode(), timeout=FIRST_WRITE_TIMEOUT)
     await client.close()
     back = cluster.start(down.name, args[down.name], port=down.port)
     back.wait_for("---------- Store Limits ----------")
@@ -385,7 +391,7 @@ async def test_three_nodes_from_config_files(cluster: Cluster) -> None:
     follower = next(n for n in nodes if n is not leader)
     client = await StanClient.connect(follower.url, cluster.cluster_id, "c")
     for i in range(10):
-        await client.publish("orders", f"m{i}".encode())
+        await client.publish("orders", f"m{i}".encode(), timeout=FIRST_WRITE_TIMEOUT)
     await client.close()
     leader.kill_with_its_nats_server()
     survivor = leader_of([n for n in nodes if n is not leader])

@@ -11,9 +11,10 @@ running side by side with the lease time. Writes also skip a route hop to a remo
 The move is JetStream's leader step-down with a preferred server (nats-server 2.11+),
 asked only of a stream whose replica on this server is current. A write sent while a
 stream's leadership changes hands can go unanswered for the write timeout (5 s, then it
-is sent again), so a shared stream is moved before the first write of a leadership to
-any of its channels, with nothing in flight, and the records and the lease by a sweep at
-promotion and every GATHER_INTERVAL (their writes are few, and retried).
+is sent again), so the shared streams are moved at promotion, before anything is written
+to them (the first write to a channel waits for its stream's move), and the records and
+the lease by a sweep at promotion and every GATHER_INTERVAL (their writes are few, and
+retried).
 """
 
 from __future__ import annotations

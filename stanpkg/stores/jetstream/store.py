@@ -211,19 +211,27 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             raise
         self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
         if settings.replicas > 1:
-            # The shared streams move at their first write of this leadership.
             records = self._record_streams()
             self._gathering = LeaderGathering(self._require_conn(), lambda: records, self.log)
             self._gathering.start()
+            # The shared streams move now, while nothing is written to them: the first
+            # write of each channel waits for its stream's move, which has then mostly
+            # landed (a move started at the first write held it up to 3 s).
+            for stream in self._require_streams().names():
+                self._move_leader(stream)
         return True
 
-    def _settle_leader(self, stream: str) -> Awaitable[None]:
-        """Bring a shared stream's leader here, once per leadership: the first write of
-        each of its channels waits for the same move."""
+    def _move_leader(self, stream: str) -> asyncio.Task[None]:
+        """Bring a shared stream's leader here, once per leadership."""
         moving = self._led_here.get(stream)
         if moving is None or moving.cancelled():
             moving = self._led_here[stream] = asyncio.ensure_future(self._lead_here(stream))
-        return asyncio.shield(moving)
+        return moving
+
+    def _settle_leader(self, stream: str) -> Awaitable[None]:
+        """The move of a shared stream's leader here: the first write of each of its
+        channels waits for it."""
+        return asyncio.shield(self._move_leader(stream))
 
     async def _lead_here(self, stream: str) -> None:
         if self._gathering is not None:
@@ -541,7 +549,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._standby.stop()
         if self._gathering is not None:
             self._gathering.stop()
-        for task in (self._lazy, self._pending_flush):
+        for task in (self._lazy, self._pending_flush, *self._led_here.values()):
             if task is not None:
                 task.cancel()
         if self._lease is not None or self._conn is not None:
