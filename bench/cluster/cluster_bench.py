@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
 sys.path.insert(0, str(ROOT / "bench"))
-from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
+from processes import free_port, stop_server, tree_cpu  # noqa: E402 - shared by the bench scripts
 from side_by_side import parse_rates  # noqa: E402 - a sibling script
 
 
@@ -64,18 +65,25 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 def channel_leader(port: int) -> str:
-    """The JetStream server leading the channel's stream (stanpkg only; "" for Go)."""
+    """The JetStream server leading the channel's shared stream (stanpkg only; "" for
+    Go)."""
     import asyncio
 
     import nats
 
+    from stanpkg.stores.jetstream.layout import (
+        DEFAULT_CHANNEL_STREAMS,
+        channel_stream_index,
+        shared_stream_name,
+    )
+
+    stream = shared_stream_name("bench", channel_stream_index("foo", DEFAULT_CHANNEL_STREAMS))
+
     async def ask() -> str:
         nc = await nats.connect(f"nats://127.0.0.1:{port}")
         try:
-            for info in await nc.jetstream().streams_info():
-                if info.config.name and info.config.name.startswith("STAN_bench_foo_"):
-                    return str(info.cluster.leader if info.cluster else "")
-            return ""
+            info = await nc.jetstream().stream_info(stream)
+            return str(info.cluster.leader if info.cluster else "")
         finally:
             await nc.close()
 
@@ -86,22 +94,34 @@ def channel_leader(port: int) -> str:
 
 
 def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float | str]:
+    """The client's rates, where the channel is led, and the CPU each kind of process used
+    during the load, in microseconds per message."""
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     procs, followers, serving = start_cluster(command, workdir)
     try:
         time.sleep(2)  # let the followers settle
+        servers_before = tree_cpu([proc.pid for proc in procs])
+        client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
             [str(bench), "-s", f"nats://127.0.0.1:{followers[0]}", "-c", "bench", "-np", "1",
              "-ns", "1", "-n", str(count), "-ms", "128", "-mpa", str(mpa), "foo"],
             capture_output=True, text=True, timeout=900, check=False,
         ).stdout  # fmt: skip
+        client_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # stan-bench, reaped
+        servers_after = tree_cpu([proc.pid for proc in procs])
         # Where the channel's stream is led decides a route hop per write: recorded.
         leader = channel_leader(followers[0])
     finally:
         stop(procs)
         shutil.rmtree(workdir, ignore_errors=True)
     placement = {"serving": serving, "stream_leader": leader} if leader else {}
-    return {**parse_rates(out), **placement}
+    per_message = 1e6 / count
+    client = client_after.ru_utime + client_after.ru_stime
+    client -= client_before.ru_utime + client_before.ru_stime
+    cpu = {f"cpu_us_{kind}": round((servers_after[kind] - servers_before[kind]) * per_message, 2)
+           for kind in servers_after}  # fmt: skip
+    cpu["cpu_us_client"] = round(client * per_message, 2)
+    return {**parse_rates(out), **placement, **cpu}
 
 
 def servers(build: str = "") -> tuple[Path, dict[str, list[str]]] | None:
@@ -148,6 +168,14 @@ def main() -> int:
         theirs = statistics.median(results.get(("go", key), [0]))
         ratio = mine / theirs if theirs else 0.0
         print(f"{key}: stanpkg {mine:.0f} msgs/s, Go {theirs:.0f} msgs/s, ratio {ratio:.2f}")
+    for name in servers_:
+        cpu = {
+            key.removeprefix("cpu_us_"): statistics.median(values)
+            for (server, key), values in results.items()
+            if server == name and key.startswith("cpu_us_")
+        }
+        shown = ", ".join(f"{kind} {value:.1f}" for kind, value in cpu.items())
+        print(f"CPU per message, {name}, median us: {shown} (total {sum(cpu.values()):.1f})")
     return 0
 
 
