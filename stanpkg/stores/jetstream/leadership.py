@@ -12,9 +12,10 @@ The move is JetStream's leader step-down with a preferred server (nats-server 2.
 asked only of a stream whose replica on this server is current. A write sent while a
 stream's leadership changes hands can go unanswered for the write timeout (5 s, then it
 is sent again), so the shared streams are moved at promotion, before anything is written
-to them (the first write to a channel waits for its stream's move), and the records and
-the lease by a sweep at promotion and every GATHER_INTERVAL (their writes are few, and
-retried).
+to them (the first write to a channel waits for its stream's move, and moves it once more
+if that one did not land), and the records and the lease by a sweep at promotion and
+every GATHER_INTERVAL (their writes are few, and retried), with the shared streams whose
+move at promotion did not land while nothing is written to them.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class LeaderGathering:
             self._task.cancel()
             self._task = None
 
-    async def lead_here(self, stream: str) -> None:
+    async def lead_here(self, stream: str) -> bool:
         """Bring one stream's leader here and wait until it is (a shared stream's, before
-        its first write); after MOVE_WITHIN seconds it stays where it is, and writes go on."""
+        its first write); after MOVE_WITHIN seconds it stays where it is, and writes go on.
+        Whether it is led here."""
         server = str(self._conn.server_info.get("server_name", ""))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MOVE_WITHIN
@@ -91,7 +93,7 @@ class LeaderGathering:
                 last_problem = str(exc) or "no answer"
                 outcome = "not now"
             if outcome == "here":
-                return
+                return True
             if outcome == "asked":
                 asked_at = loop.time()
                 self.moved += 1
@@ -99,6 +101,7 @@ class LeaderGathering:
         self._log.warn(
             f"The leader of stream {stream} stays on another server for now: {last_problem}"
         )
+        return False
 
     async def _run(self) -> None:
         await repeat(

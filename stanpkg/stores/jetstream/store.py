@@ -30,7 +30,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stanpkg.stores.base import (
     ChannelStore,
@@ -172,7 +172,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._writer_id = ""
         self._standby: StandbyView | None = None  # monitoring while standing by
         self._gathering: LeaderGathering | None = None  # stream leaders onto this node
-        self._led_here: dict[str, asyncio.Task[None]] = {}  # shared streams, once each
+        self._led_here: dict[str, asyncio.Task[bool]] = {}  # shared streams' moves
+        self._settled: dict[str, asyncio.Future[None]] = {}  # and what first writes wait for
 
     # -- connecting and leading -------------------------------------------------------
 
@@ -212,30 +213,52 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
         if settings.replicas > 1:
             records = self._record_streams()
-            self._gathering = LeaderGathering(self._require_conn(), lambda: records, self.log)
+            shared = self._require_streams().names()
+            # Swept: the records, the lease, and the shared streams whose move at
+            # promotion did not land while no write has waited on them yet (a stream
+            # written to moves only before its first write).
+            self._gathering = LeaderGathering(
+                self._require_conn(),
+                lambda: [*records, *(name for name in shared if self._move_missed(name))],
+                self.log,
+            )
             self._gathering.start()
             # The shared streams move now, while nothing is written to them: the first
             # write of each channel waits for its stream's move, which has then mostly
             # landed (a move started at the first write held it up to 3 s).
-            for stream in self._require_streams().names():
+            for stream in shared:
                 self._move_leader(stream)
         return True
 
-    def _move_leader(self, stream: str) -> asyncio.Task[None]:
-        """Bring a shared stream's leader here, once per leadership."""
+    def _move_leader(self, stream: str) -> asyncio.Task[bool]:
+        """Bring a shared stream's leader here (started at promotion)."""
         moving = self._led_here.get(stream)
         if moving is None or moving.cancelled():
             moving = self._led_here[stream] = asyncio.ensure_future(self._lead_here(stream))
         return moving
 
-    def _settle_leader(self, stream: str) -> Awaitable[None]:
-        """The move of a shared stream's leader here: the first write of each of its
-        channels waits for it."""
-        return asyncio.shield(self._move_leader(stream))
+    def _move_missed(self, stream: str) -> bool:
+        """The move at promotion gave up, and no write to the stream has started."""
+        moving = self._led_here.get(stream)
+        if moving is None or not moving.done() or moving.cancelled():
+            return False
+        return moving.result() is False and stream not in self._settled
 
-    async def _lead_here(self, stream: str) -> None:
-        if self._gathering is not None:
-            await self._gathering.lead_here(stream)
+    def _settle_leader(self, stream: str) -> Awaitable[None]:
+        """What the first write of each channel of a shared stream waits for: the move
+        started at promotion, and once more when that one did not land. One per stream
+        and leadership, so no write to the stream is in flight while it moves."""
+        settling = self._settled.get(stream)
+        if settling is None or settling.cancelled():
+            settling = self._settled[stream] = asyncio.ensure_future(self._settle(stream))
+        return asyncio.shield(settling)
+
+    async def _settle(self, stream: str) -> None:
+        if not await asyncio.shield(self._move_leader(stream)):
+            await self._lead_here(stream)
+
+    async def _lead_here(self, stream: str) -> bool:
+        return await self._gathering.lead_here(stream) if self._gathering is not None else True
 
     def _record_streams(self) -> list[str]:
         """The streams of the lease's and the records' buckets."""
@@ -549,7 +572,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._standby.stop()
         if self._gathering is not None:
             self._gathering.stop()
-        for task in (self._lazy, self._pending_flush, *self._led_here.values()):
+        moves: list[asyncio.Future[Any]] = [*self._led_here.values(), *self._settled.values()]
+        for task in (self._lazy, self._pending_flush, *moves):
             if task is not None:
                 task.cancel()
         if self._lease is not None or self._conn is not None:

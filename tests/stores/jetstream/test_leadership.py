@@ -20,8 +20,10 @@ from stanpkg.stores.jetstream.stream_management import (
 )
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.errors import NatsError
+from tests.server.conftest import new_cluster_id
 from tests.stores.file.helpers import LogCapture
 from tests.stores.jetstream.conftest import NatsProc
+from tests.stores.jetstream.test_standby_view import _store as clustered_store
 from tests.stores.jetstream.test_streams import connected
 
 pytestmark = pytest.mark.slow
@@ -131,11 +133,35 @@ async def test_lead_here_waits_until_the_stream_is_led_here(
             async with connected(urls[index]) as there:
                 log = LogCapture()
                 gathering = LeaderGathering(there, lambda: (), log)
-                await gathering.lead_here(streams[0])
+                assert await gathering.lead_here(streams[0]) is True
                 assert await leader_of(conn, streams[0]) == f"js{index + 1}"
                 assert log.texts("WRN") == []
         log = LogCapture()
         gathering = LeaderGathering(conn, lambda: (), log)
-        await gathering.lead_here(shared_stream_name("gone", 0))  # gives up, says why
+        assert await gathering.lead_here(shared_stream_name("gone", 0)) is False  # says why
         [warning] = log.texts("WRN")
         assert "stays on another server" in warning
+
+
+async def test_a_first_write_moves_its_stream_again_when_the_move_at_promotion_failed(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    """The serving node moves its shared streams at promotion; a stream whose move did not
+    land then (here: not there yet) is swept with the records until a write waits on it,
+    and moved at the first write to any of its channels, once: every channel's first
+    write waits for that same move."""
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[2]) as conn:  # js3
+        store = clustered_store(new_cluster_id(), "a")
+        store._gathering = LeaderGathering(conn, lambda: (), LogCapture())
+        cluster = new_cluster_id()
+        stream = shared_stream_name(cluster, 0)
+        assert await store._move_leader(stream) is False  # at promotion: no such stream
+        await make_streams(conn, [cluster], replicas=3)
+        await current_everywhere(conn, stream)
+        assert store._move_missed(stream)  # swept meanwhile, until a write waits on it
+        first, second = store._settle_leader(stream), store._settle_leader(stream)
+        assert not store._move_missed(stream)
+        await asyncio.gather(first, second)
+        assert await leader_of(conn, stream) == "js3"
+        assert store._settled[stream].done() and store._move_leader(stream).result() is False
