@@ -21,7 +21,7 @@ move at promotion did not land while nothing is written to them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.jetstream_api import first_answer, raise_if_cancelled
@@ -29,7 +29,7 @@ from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.stream_management import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
 
-__all__ = ["GATHER_INTERVAL", "LeaderGathering"]
+__all__ = ["GATHER_INTERVAL", "LeaderGathering", "SharedStreamMoves"]
 
 GATHER_INTERVAL = 10.0  # seconds between two sweeps, at least
 COST_FACTOR = 4  # a sweep that takes t seconds waits 4t before the next
@@ -131,3 +131,50 @@ class LeaderGathering:
         if failures:
             raise StoreError(f"{len(failures)} of {len(results)} streams: {failures[0]}")
         return moved
+
+
+class SharedStreamMoves:
+    """The moves of the shared streams' leaders to the serving node in one leadership.
+
+    Each starts at promotion (:meth:`start`), while nothing is written to the stream. The
+    first write of every channel of a stream waits for one :meth:`settle` of it: that
+    move, or once more when it gave up, so nothing is in flight on the stream while its
+    leader moves. A move that missed while nothing waits on it yet is :meth:`missed`, for
+    the sweep to ask again."""
+
+    def __init__(self, gathering: LeaderGathering) -> None:
+        self._gathering = gathering
+        self._moves: dict[str, asyncio.Task[bool]] = {}
+        self._settled: dict[str, asyncio.Future[None]] = {}
+
+    def start(self, stream: str) -> asyncio.Task[bool]:
+        moving = self._moves.get(stream)
+        if moving is None or moving.cancelled():
+            moving = self._moves[stream] = asyncio.ensure_future(self._gathering.lead_here(stream))
+        return moving
+
+    def missed(self, streams: Iterable[str]) -> list[str]:
+        """Those of ``streams`` whose move gave up and that no write waits on yet."""
+        return [stream for stream in streams if self._missed(stream)]
+
+    def _missed(self, stream: str) -> bool:
+        moving = self._moves.get(stream)
+        if moving is None or not moving.done() or moving.cancelled():
+            return False
+        return moving.result() is False and stream not in self._settled
+
+    def settle(self, stream: str) -> Awaitable[None]:
+        settling = self._settled.get(stream)
+        if settling is None or settling.cancelled():
+            settling = self._settled[stream] = asyncio.ensure_future(self._settle(stream))
+        return asyncio.shield(settling)
+
+    async def _settle(self, stream: str) -> None:
+        if not await asyncio.shield(self.start(stream)):
+            await self._gathering.lead_here(stream)
+
+    def cancel(self) -> None:
+        for moving in self._moves.values():
+            moving.cancel()
+        for settling in self._settled.values():
+            settling.cancel()

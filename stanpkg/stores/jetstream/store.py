@@ -28,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stanpkg.stores.base import (
     ChannelStore,
@@ -63,7 +63,7 @@ from stanpkg.stores.jetstream.layout import (
     state_key,
     sub_key,
 )
-from stanpkg.stores.jetstream.leadership import LeaderGathering
+from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.promotion import (
     Patience,
@@ -172,8 +172,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._writer_id = ""
         self._standby: StandbyView | None = None  # monitoring while standing by
         self._gathering: LeaderGathering | None = None  # stream leaders onto this node
-        self._led_here: dict[str, asyncio.Task[bool]] = {}  # shared streams' moves
-        self._settled: dict[str, asyncio.Future[None]] = {}  # and what first writes wait for
+        self._moves: SharedStreamMoves | None = None  # the shared streams' leaders
 
     # -- connecting and leading -------------------------------------------------------
 
@@ -215,50 +214,19 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             records = self._record_streams()
             shared = self._require_streams().names()
             # Swept: the records, the lease, and the shared streams whose move at
-            # promotion did not land while no write has waited on them yet (a stream
-            # written to moves only before its first write).
+            # promotion missed (see SharedStreamMoves).
             self._gathering = LeaderGathering(
-                self._require_conn(),
-                lambda: [*records, *(name for name in shared if self._move_missed(name))],
-                self.log,
+                self._require_conn(), lambda: [*records, *moves.missed(shared)], self.log
             )
+            moves = self._moves = SharedStreamMoves(self._gathering)
             self._gathering.start()
-            # The shared streams move now, while nothing is written to them: the first
-            # write of each channel waits for its stream's move, which has then mostly
-            # landed (a move started at the first write held it up to 3 s).
             for stream in shared:
-                self._move_leader(stream)
+                moves.start(stream)
         return True
 
-    def _move_leader(self, stream: str) -> asyncio.Task[bool]:
-        """Bring a shared stream's leader here (started at promotion)."""
-        moving = self._led_here.get(stream)
-        if moving is None or moving.cancelled():
-            moving = self._led_here[stream] = asyncio.ensure_future(self._lead_here(stream))
-        return moving
-
-    def _move_missed(self, stream: str) -> bool:
-        """The move at promotion gave up, and no write to the stream has started."""
-        moving = self._led_here.get(stream)
-        if moving is None or not moving.done() or moving.cancelled():
-            return False
-        return moving.result() is False and stream not in self._settled
-
-    def _settle_leader(self, stream: str) -> Awaitable[None]:
-        """What the first write of each channel of a shared stream waits for: the move
-        started at promotion, and once more when that one did not land. One per stream
-        and leadership, so no write to the stream is in flight while it moves."""
-        settling = self._settled.get(stream)
-        if settling is None or settling.cancelled():
-            settling = self._settled[stream] = asyncio.ensure_future(self._settle(stream))
-        return asyncio.shield(settling)
-
-    async def _settle(self, stream: str) -> None:
-        if not await asyncio.shield(self._move_leader(stream)):
-            await self._lead_here(stream)
-
-    async def _lead_here(self, stream: str) -> bool:
-        return await self._gathering.lead_here(stream) if self._gathering is not None else True
+    async def _settle_leader(self, stream: str) -> None:
+        if self._moves is not None:
+            await self._moves.settle(stream)
 
     def _record_streams(self) -> list[str]:
         """The streams of the lease's and the records' buckets."""
@@ -572,8 +540,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._standby.stop()
         if self._gathering is not None:
             self._gathering.stop()
-        moves: list[asyncio.Future[Any]] = [*self._led_here.values(), *self._settled.values()]
-        for task in (self._lazy, self._pending_flush, *moves):
+        if self._moves is not None:
+            self._moves.cancel()
+        for task in (self._lazy, self._pending_flush):
             if task is not None:
                 task.cancel()
         if self._lease is not None or self._conn is not None:

@@ -11,7 +11,7 @@ import pytest
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.layout import shared_stream_name
-from stanpkg.stores.jetstream.leadership import LeaderGathering
+from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
 from stanpkg.stores.jetstream.stream_management import (
     ensure_stream,
     lead_stream_from,
@@ -23,7 +23,6 @@ from stanpkg.transport.errors import NatsError
 from tests.server.conftest import new_cluster_id
 from tests.stores.file.helpers import LogCapture
 from tests.stores.jetstream.conftest import NatsProc
-from tests.stores.jetstream.test_standby_view import _store as clustered_store
 from tests.stores.jetstream.test_streams import connected
 
 pytestmark = pytest.mark.slow
@@ -152,16 +151,19 @@ async def test_a_first_write_moves_its_stream_again_when_the_move_at_promotion_f
     write waits for that same move."""
     urls = [url for _, url in jetstream_cluster]
     async with connected(urls[2]) as conn:  # js3
-        store = clustered_store(new_cluster_id(), "a")
-        store._gathering = LeaderGathering(conn, lambda: (), LogCapture())
+        moves = SharedStreamMoves(LeaderGathering(conn, lambda: (), LogCapture()))
         cluster = new_cluster_id()
         stream = shared_stream_name(cluster, 0)
-        assert await store._move_leader(stream) is False  # at promotion: no such stream
+        assert await moves.start(stream) is False  # at promotion: no such stream
         await make_streams(conn, [cluster], replicas=3)
         await current_everywhere(conn, stream)
-        assert store._move_missed(stream)  # swept meanwhile, until a write waits on it
-        first, second = store._settle_leader(stream), store._settle_leader(stream)
-        assert not store._move_missed(stream)
+        if await leader_of(conn, stream) != "js1":  # led elsewhere than here
+            await lead_stream_from(conn, stream, "js1")
+            await until_led_by(conn, [stream], "js1")
+        await current_everywhere(conn, stream)
+        assert moves.missed([stream, "other"]) == [stream]  # swept until a write waits
+        first, second = moves.settle(stream), moves.settle(stream)
+        assert moves.missed([stream]) == []
         await asyncio.gather(first, second)
         assert await leader_of(conn, stream) == "js3"
-        assert store._settled[stream].done() and store._move_leader(stream).result() is False
+        moves.cancel()
