@@ -71,7 +71,7 @@ from stanpkg.stores.jetstream.stream_writer import (
 )
 from stanpkg.transport.connection import NatsConnection, decode_headers
 
-__all__ = ["WRITE_BUDGET", "ChannelLog", "LastWritten", "StreamPositions", "Writes"]
+__all__ = ["WRITE_BUDGET", "ChannelLog", "LastWritten", "StreamPositions", "Write", "Writes"]
 
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
 RETRY_INTERVAL = 0.25
@@ -209,7 +209,7 @@ class ChannelLog:
     def discard(self) -> None:
         self._queued.clear()
 
-    def take(self) -> Writes:
+    def take(self) -> list[Write]:
         """The writes appended since the last take, for :meth:`send` and :meth:`write`."""
         writes, self._queued = self._queued, []
         return writes

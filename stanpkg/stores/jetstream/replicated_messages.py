@@ -17,7 +17,7 @@ from typing import Any
 
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import MessageBatch, MessageStore, StoredRun, StoreError
-from stanpkg.stores.jetstream.channel_log import ChannelLog, LastWritten, Writes
+from stanpkg.stores.jetstream.channel_log import ChannelLog, LastWritten, Write
 from stanpkg.stores.jetstream.shared_streams import StoredMessage
 from stanpkg.stores.jetstream.stream_writer import StreamFenced, WriteRound
 from stanpkg.stores.memory import MemoryMessageStore
@@ -35,8 +35,10 @@ class ReplicatedMessages(MessageStore):
 
     Batches are sent one at a time (each expects where the one before it ended): one is
     sent when its flush begins if none is in flight, else once the one ahead is answered,
-    and enters memory after it. One that fails fails the batches numbered after it too
-    (their sequences counted on it)."""
+    and enters memory after it. The flushes that begin while one is in flight join one
+    batch, sent whole when that one is answered: JetStream's cost per message falls
+    steeply with the batch's size (a third less at 400 messages than at 100). One that
+    fails fails the batches numbered after it too (their sequences counted on it)."""
 
     deduplicates = True
 
@@ -59,6 +61,8 @@ class ReplicatedMessages(MessageStore):
         self._in_flight = 0  # messages of batches being written
         self._in_flight_guids: set[str] = set()
         self._tail: asyncio.Future[Any] | None = None  # the newest write (or purge) under way
+        # The newest batch while it waits for the one ahead: later flushes join it.
+        self._gathering: tuple[_Batch, asyncio.Future[Any]] | None = None
         self._behind = False  # memory may lack messages the stream has
         self._recent = RecentGuids(DUPLICATE_WINDOW)
         self._stream_first = 0  # the STAN sequence of the first message the stream holds
@@ -220,9 +224,21 @@ class ReplicatedMessages(MessageStore):
     async def flush(self) -> None:
         await self.begin_flush()
 
-    def begin_flush(self) -> asyncio.Task[None]:
-        batch = _Batch(self._records, self._stamps, self._guids, self.log.take())
+    def begin_flush(self) -> asyncio.Future[Any]:
+        records, stamps, guids = self._records, self._stamps, self._guids
         self._records, self._stamps, self._guids = [], [], []
+        self._in_flight += len(records)
+        self._in_flight_guids.update(guids)
+        gathering = self._gathering
+        if gathering is not None and gathering[1] is self._tail and not self._tail.done():
+            # Joins the batch waiting to be sent (its sequences follow that batch's).
+            batch = gathering[0]
+            batch.records.extend(records)
+            batch.stamps.extend(stamps)
+            batch.guids.extend(guids)
+            batch.writes.extend(self.log.take())
+            return self._tail
+        batch = _Batch(records, stamps, guids, self.log.take())
         previous = self._tail
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
@@ -230,11 +246,15 @@ class ReplicatedMessages(MessageStore):
         ready = self._led_here and not self._behind and self.prepare is None and self._may_write()
         if batch.writes and ready and after is None:
             sent = self.log.send(batch.writes)
-        self._in_flight += len(batch.records)
-        self._in_flight_guids.update(batch.guids)
         task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
         self._tail = task
+        self._gathering = (batch, task) if sent is None else None
         return task
+
+    def _close_gathering(self, batch: _Batch) -> None:
+        """No flush joins ``batch`` any more: it is written now (or failed)."""
+        if self._gathering is not None and self._gathering[0] is batch:
+            self._gathering = None
 
     def _may_write(self) -> bool:
         if self.fence is None:
@@ -274,8 +294,10 @@ class ReplicatedMessages(MessageStore):
                 await self._catch_up()
             if sent is None and self.fence is not None:
                 self.fence()
+            self._close_gathering(batch)
             await self.log.write(batch.writes, sent)
         except StoreError as exc:
+            self._close_gathering(batch)
             self._settled(batch)
             self._behind = True
             if isinstance(exc, StreamFenced):
@@ -283,6 +305,7 @@ class ReplicatedMessages(MessageStore):
                 raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
             raise
         except BaseException:
+            self._close_gathering(batch)
             self._settled(batch)
             self._behind = True
             raise
@@ -342,7 +365,7 @@ class _Batch:
     records: list[bytes]
     stamps: list[int]
     guids: list[str]
-    writes: Writes
+    writes: list[Write]
 
 
 class RecentGuids:
