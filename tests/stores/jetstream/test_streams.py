@@ -500,6 +500,10 @@ def test_atomic_batch_messages_carry_each_field(
         assert fields == wanted
 
 
+def test_an_empty_atomic_batch_is_no_message() -> None:
+    assert atomic_batch_messages([], "b-1", 0) == []
+
+
 def test_a_line_break_in_an_atomic_batch_is_refused() -> None:
     good = (1, "g1", "", 1, b"")
     for bad in ((2, "g\r\nX: y", "", 1, b""), (2, "g2", "r\n", 1, b"")):
