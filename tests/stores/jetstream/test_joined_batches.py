@@ -7,7 +7,8 @@ joined batch that fails leaves no trace."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -45,15 +46,28 @@ async def _stored_payloads(msgs: ReplicatedMessages) -> list[tuple[int, bytes]]:
     ]
 
 
-async def test_flushes_begun_behind_a_batch_in_flight_are_sent_as_one(
-    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    node = await _leader(jetstream_url, "joined-1")
+@asynccontextmanager
+async def _written_channel(
+    url: str, cluster_id: str, first: int
+) -> AsyncIterator[ReplicatedMessages]:
+    """A serving node's channel "orders" after its first write of ``first`` messages (its
+    stream's leader settled); the node is closed after."""
+    node = await _leader(url, cluster_id)
     try:
         msgs = node.create_channel("orders").msgs
         assert isinstance(msgs, ReplicatedMessages)
-        msgs.store(_messages("a", 1))
-        await msgs.flush()  # the channel's first write (its stream's leader settled)
+        msgs.store(_messages("a", first))
+        await msgs.flush()
+        yield msgs
+    finally:
+        node.close()
+        await asyncio.sleep(0.2)
+
+
+async def test_flushes_begun_behind_a_batch_in_flight_are_sent_as_one(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _written_channel(jetstream_url, "joined-1", 1) as msgs:
         sent = _count_batches(msgs, monkeypatch)
         msgs.store(_messages("b", 5))
         ahead = msgs.begin_flush()  # sent at once
@@ -76,20 +90,12 @@ async def test_flushes_begun_behind_a_batch_in_flight_are_sent_as_one(
         msgs.store(_messages("e", 2))
         await msgs.begin_flush()
         assert sent == [5, 7, 2] and msgs.last_sequence == 15
-    finally:
-        node.close()
-        await asyncio.sleep(0.2)
 
 
 async def test_a_joined_batch_that_fails_fails_every_flush_in_it_and_leaves_no_trace(
     jetstream_url: str,
 ) -> None:
-    node = await _leader(jetstream_url, "joined-2")
-    try:
-        msgs = node.create_channel("orders").msgs
-        assert isinstance(msgs, ReplicatedMessages)
-        msgs.store(_messages("a", 2))
-        await msgs.flush()
+    async with _written_channel(jetstream_url, "joined-2", 2) as msgs:
         msgs.store(_messages("b", 2))
         ahead = msgs.begin_flush()
         msgs.store(_messages("c", 1))
@@ -114,6 +120,3 @@ async def test_a_joined_batch_that_fails_fails_every_flush_in_it_and_leaves_no_t
         await msgs.flush()
         stored = await _stored_payloads(msgs)
         assert stored[-1] == (5, b"e0") and len(stored) == 5
-    finally:
-        node.close()
-        await asyncio.sleep(0.2)
