@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import os
 import platform
 import signal
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ from stanpkg.transport.tls import tls_context_from_options
 
 if TYPE_CHECKING:
     from stanpkg.monitor.service import MonitorServer
+    from stanpkg.server.modes.base import ServingMode
 
 __all__ = [
     "GO_VERSION",
@@ -228,6 +231,9 @@ class _Node:
         self.server: StreamingServer | None = None
         self.monitor: MonitorServer | None = None
         self.done: asyncio.Future[int]
+        self._stepping_down: asyncio.Future[str]  # the current server lost the lease: why
+        self._view: ServerView | None = None  # monitoring's, following the current server
+        self._endpoint: NatsEndpoint | None = None
         self._nats_ready = asyncio.Event()
         self._log_path_lock: object | None = None
         # raft_logging: the embedded nats-server's debug lines, of its Raft groups only.
@@ -236,6 +242,7 @@ class _Node:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self.done = loop.create_future()
+        self._stepping_down = loop.create_future()
         plan, log = self.plan, self.log
         server_id = next_nuid()
         log.notice(f"Starting nats-streaming-server[{plan.cluster_id}] version {VERSION}")
@@ -244,26 +251,89 @@ class _Node:
         log.notice(f"Go version: {GO_VERSION}")
         log.notice("Git commit: [not set]")
         self._install_signals(loop)
-        starting = loop.create_task(self._start(server_id))
-        either: list[asyncio.Future[Any]] = [starting, self.done]
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if not starting.done() and self.server is not None and self.server.standing_by:
-            # Stopped (or failed) while standing by: nothing to finish, the wait may last.
-            starting.cancel()
-        try:
-            await starting
-        except asyncio.CancelledError:
-            if not self.done.done():
-                raise
-        except (StartupError, StoreError, NatsError, OSError) as exc:
-            log.fatal(f"Failed to start: {exc}")
-            await self._shutdown()
-            return 1
-        if not self.done.done():
-            notify("READY=1", "STATUS=Streaming Server is ready")
-        code = await self.done
+        code = await self._serve(loop.create_task(self._start(server_id)))
         await self._shutdown()
         return code
+
+    async def _serve(self, starting: asyncio.Task[None]) -> int:
+        """Run servers until the process stops; its exit code. A clustered node that
+        loses the lease stops serving and stands by again with a new server, as the Go
+        leader steps down: an exit would have the service manager restart it, and on a
+        loaded cluster the next leader likewise, in a loop."""
+        while True:
+            stepping_down = self._stepping_down
+            either: list[asyncio.Future[Any]] = [starting, self.done, stepping_down]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done() and self.server is not None and self.server.standing_by:
+                # Stopped (or failed) while standing by: nothing to finish, the wait may last.
+                starting.cancel()
+            try:
+                await starting
+            except asyncio.CancelledError:
+                if not (self.done.done() or stepping_down.done()):
+                    raise
+            except (StartupError, StoreError, NatsError, OSError) as exc:
+                # A promotion the lease's loss cut short is a step-down, not a failure.
+                if self.done.done() or not stepping_down.done():
+                    self.log.fatal(f"Failed to start: {exc}")
+                    return 1
+            if not self.done.done() and not stepping_down.done():
+                notify("READY=1", "STATUS=Streaming Server is ready")
+            waiting: list[asyncio.Future[Any]] = [self.done, stepping_down]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if not self.done.done():
+                await self._step_down(stepping_down.result())
+            if self.done.done():
+                return self.done.result()
+            starting = asyncio.get_running_loop().create_task(self._stand_by_again())
+
+    async def _step_down(self, reason: str) -> None:
+        """Stop the server as on a graceful stop (the lease is lost: nothing to release);
+        the process and its nats-server go on. A stop of the process cuts this short."""
+        self.log.error(f"{reason}; stepping down to follower")
+        loop = asyncio.get_running_loop()
+        if self.server is not None:
+            stopping = loop.create_task(_quietly(self.server.stop(stepping_down=True)))
+            either: list[asyncio.Future[Any]] = [stopping, self.done]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        gc.unfreeze()  # what the stopped server's start froze goes with it
+        self._stepping_down = loop.create_future()
+
+    async def _stand_by_again(self) -> None:
+        """A new store and server from the same plan and mode: it contends again."""
+        old = self.server
+        assert old is not None and self._endpoint is not None
+        server = self.server = self._new_server(old.mode, old.server_id, store_banner=False)
+        server.start_time_ns, server.start_monotonic = old.start_time_ns, old.start_monotonic
+        if self._view is not None:
+            self._view.follow(server)
+        self.log.notice("Stepped down to follower: standing by")
+        await server.start(self._endpoint)
+
+    def _new_server(
+        self, mode: ServingMode, server_id: str, *, store_banner: bool = True
+    ) -> StreamingServer:
+        server: StreamingServer
+
+        def lease_lost(reason: str) -> None:
+            # The current server's only: a late word from a stopped one changes nothing.
+            if server is self.server and not self._stepping_down.done():
+                self._stepping_down.set_result(reason)
+
+        server = StreamingServer(
+            self.plan,
+            create_store(self.plan, self.log),
+            self.log,
+            mode=mode,
+            server_id=server_id,
+            on_fatal=self._fatal,
+            # A standby is a healthy service too: systemd's start job must not wait for
+            # the active server to fail.
+            on_standby=self._standing_by,
+            on_step_down=lease_lost,
+            store_banner=store_banner,
+        )
+        return server
 
     async def _start(self, server_id: str) -> None:
         log = self.log
@@ -271,24 +341,14 @@ class _Node:
         self._log_path_lock = lock_cluster_log_path(plan)
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
-        store = create_store(plan, log)
-        self.server = StreamingServer(
-            plan,
-            store,
-            log,
-            mode=mode_for(plan),
-            server_id=server_id,
-            on_fatal=self._fatal,
-            # A standby is a healthy service too: systemd's start job must not wait for
-            # the active server to fail.
-            on_standby=self._standing_by,
-        )
+        self.server = self._new_server(mode_for(plan), server_id)
         monitoring = monitor_config(plan)
         if monitoring is not None:
             from stanpkg.monitor.service import MonitorServer  # loads aiohttp: only if used
 
+            self._view = ServerView(self.server)
             self.monitor = MonitorServer(
-                ServerView(self.server),
+                self._view,
                 monitoring,
                 version=VERSION,
                 go_version=GO_VERSION,
@@ -317,7 +377,8 @@ class _Node:
             log.warn(
                 "TLS certificate chain and hostname will not be verified. DO NOT USE IN PRODUCTION!"
             )
-        await self.server.start(nats_endpoint(plan, url))
+        self._endpoint = nats_endpoint(plan, url)
+        await self.server.start(self._endpoint)
 
     @staticmethod
     def _standing_by() -> None:
@@ -389,3 +450,9 @@ class _Node:
         if pid_file:
             with contextlib.suppress(OSError):
                 os.unlink(pid_file)
+
+
+async def _quietly(stopping: Coroutine[Any, Any, None]) -> None:
+    """A server's stop, whose failures the stop itself logs where they matter."""
+    with contextlib.suppress(Exception):
+        await stopping

@@ -252,6 +252,11 @@ class ServerView:
         self._server = server
         self._standby_index: _StandbyIndex | None = None
 
+    def follow(self, server: StreamingServer) -> None:
+        """Read ``server`` from now on: a clustered node that steps down runs a new one."""
+        self._server = server
+        self._standby_index = None
+
     def _standby(self) -> _StandbyIndex | None:
         server = self._server
         if not server.standing_by:

@@ -49,6 +49,13 @@ _LOG_LINE = re.compile(r"^\[\d+\] \S+ \S+ \[([A-Z]{3})\] ?(.*)$")
 _LOOPBACK = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 _DIR_PREFIX = "stanpkg-nats-"
 _PORTS_FILE = re.compile(r"_(\d+)\.ports$")
+# The child's pid, written at its start: a nats-server that shuts down gracefully (as after
+# our death, by SIGTERM) removes its ports file, and its directory must still be known gone.
+_CHILD_FILE = re.compile(r"^child_(\d+)\.pid$")
+# Linux: nats-server logs through a file it opens itself on our pipe. Written to its
+# stdout (fd 1), a line after our death kills it with SIGPIPE in the middle of the graceful
+# shutdown that SIGTERM began; to any other descriptor it is a mere EPIPE.
+_LOG_FILE = "/dev/stdout" if sys.platform.startswith("linux") else ""
 _UNSTARTED_AGE = 600.0  # seconds: a directory without a ports file is left this long
 
 
@@ -126,11 +133,22 @@ def check_config(text: str, display_name: str = "nats.conf") -> list[str]:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    # Linux: the child gets SIGKILL when we die, like Go's in-process embedded server would.
+    # Linux: the child gets SIGTERM when we die, as from a service manager's stop: a
+    # graceful shutdown hands its JetStream Raft leaderships over in milliseconds, where
+    # a SIGKILL would leave the cluster to elect (4-9 s each, not tunable).
     import ctypes
 
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+async def _pipe_reader(fd: int) -> asyncio.StreamReader:
+    """A stream reading the pipe ``fd`` (then owned by the stream)."""
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader
 
 
 def _process_is_gone(pid: int) -> bool:
@@ -152,9 +170,10 @@ def remove_leftover_dirs(parent: str, now: float) -> list[str]:
     """Remove the private directories of embedded nats-servers that are gone: a killed
     stanpkg (SIGKILL, OOM) cannot remove its own, and each holds a rendered config.
 
-    A directory is gone when the process named by its ports file no longer exists, or,
-    without a ports file (the start died first), when it is older than ten minutes. Only
-    this user's directories are touched. Returns the removed paths."""
+    A directory is gone when the process named by its ports file (or by the pid file
+    written at its start) no longer exists, or, without either (the start died first),
+    when it is older than ten minutes. Only this user's directories are touched. Returns
+    the removed paths."""
     if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
         return []
     removed = []
@@ -167,7 +186,9 @@ def remove_leftover_dirs(parent: str, now: float) -> list[str]:
             info = entry.stat(follow_symlinks=False)
             if info.st_uid != os.getuid():
                 continue
-            pids = [int(m.group(1)) for n in os.listdir(entry.path) if (m := _PORTS_FILE.search(n))]
+            names = os.listdir(entry.path)
+            pids = [int(m.group(1)) for n in names if (m := _PORTS_FILE.search(n))]
+            pids += [int(m.group(1)) for n in names if (m := _CHILD_FILE.match(n))]
         except OSError:
             continue
         if pids:
@@ -219,7 +240,7 @@ class EmbeddedNatsServer:
             for path in remove_leftover_dirs(tempfile.gettempdir(), time.time()):
                 log.debug("removed %s, left by an embedded nats-server that is gone", path)
         self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)
-        self.config_text = render_config(self.config, ports_file_dir=self._dir)
+        self.config_text = render_config(self.config, ports_file_dir=self._dir, log_file=_LOG_FILE)
         conf = self._conf_path = os.path.join(self._dir, "nats-server.conf")
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold passwords
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -227,22 +248,36 @@ class EmbeddedNatsServer:
         # Its own session: a Ctrl-C or a signal to our process group must reach us only, so
         # we stop it after our clients are closed instead of racing its exit.
         extra: dict[str, Any] = {"start_new_session": True}
-        if sys.platform.startswith("linux"):
+        stdout: int = asyncio.subprocess.PIPE
+        read_end = -1
+        if _LOG_FILE:
             extra["preexec_fn"] = _die_with_parent
+            # A real pipe, which nats-server can open again as its log file: an event
+            # loop's own may be a socket pair (uvloop's), which it cannot.
+            read_end, stdout = os.pipe()  # not inherited: only the child's fd 1 writes
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
                 "-c",
                 conf,
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
+                stdout=stdout,
                 stderr=asyncio.subprocess.STDOUT,
                 **extra,
             )
         except OSError as exc:
+            if read_end >= 0:
+                os.close(read_end)
             self._cleanup_dir()
             raise NatsServerStartError(f"cannot run {binary}: {exc}") from exc
-        self._reader = asyncio.create_task(self._read_output())
+        finally:
+            if read_end >= 0:
+                os.close(stdout)
+        with contextlib.suppress(OSError):
+            Path(self._dir, f"child_{self._proc.pid}.pid").touch(0o600)
+        output = self._proc.stdout if read_end < 0 else await _pipe_reader(read_end)
+        assert output is not None
+        self._reader = asyncio.create_task(self._read_output(output))
         try:
             await self._wait_ready(timeout)
         except BaseException:
@@ -292,9 +327,7 @@ class EmbeddedNatsServer:
             return "; ".join(plain[-3:])
         return f"nats-server exited with code {code}"
 
-    async def _read_output(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        stream = self._proc.stdout
+    async def _read_output(self, stream: asyncio.StreamReader) -> None:
         while True:
             try:
                 raw = await stream.readline()

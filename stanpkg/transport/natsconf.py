@@ -84,8 +84,11 @@ def _cluster_block(config: EmbeddedNatsConfig) -> list[str]:
     return lines
 
 
-def render_config(config: EmbeddedNatsConfig, *, ports_file_dir: str = "") -> str:
-    """The nats-server configuration text for ``config``."""
+def render_config(
+    config: EmbeddedNatsConfig, *, ports_file_dir: str = "", log_file: str = ""
+) -> str:
+    """The nats-server configuration text for ``config``; ``log_file``: where nats-server
+    writes its log instead of its stdout (a passed-through ``logfile`` still wins)."""
     if config.internal_monitor_port and config.http_port:
         raise ValueError(
             "http_port and internal_monitor_port both need nats-server's http listener"
@@ -101,6 +104,8 @@ def render_config(config: EmbeddedNatsConfig, *, ports_file_dir: str = "") -> st
         lines.append(f"https: {_listen_address(config.host, config.https_port)}")
     if ports_file_dir:
         lines.append(f"ports_file_dir: {quote(ports_file_dir)}")
+    if log_file:
+        lines.append(f"logfile: {quote(log_file)}")
     if config.server_name:
         lines.append(f"server_name: {quote(config.server_name)}")
     if config.jetstream_dir:

@@ -248,9 +248,22 @@ def test_nats_server_dies_with_its_parent(tmp_path: Path) -> None:
     _kill_a_parent_of_nats_server(tmp_path, tmp_path)
 
 
-def _kill_a_parent_of_nats_server(tmp_path: Path, tmpdir: Path) -> None:
-    """A stanpkg-like parent (its temporary files in ``tmpdir``) killed with SIGKILL: its
-    nats-server dies with it."""
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_nats_server_shuts_down_gracefully_when_its_parent_dies(tmp_path: Path, loop: str) -> None:
+    """SIGTERM, not SIGKILL, at the parent's death, and no SIGPIPE from its log lines
+    (the parent's end of the pipe is gone): nats-server runs its whole shutdown, which
+    hands its JetStream leaderships over and, last, removes its ports file. Killed by a
+    signal, it would leave the ports file behind. (uvloop, the node's loop, gives its
+    children socket pairs, not pipes, unless told otherwise.)"""
+    _kill_a_parent_of_nats_server(tmp_path, tmp_path, loop)
+    (left,) = (p for p in tmp_path.iterdir() if p.name.startswith("stanpkg-nats-"))
+    assert not list(left.glob("*.ports")), "nats-server did not finish a graceful shutdown"
+
+
+def _kill_a_parent_of_nats_server(tmp_path: Path, tmpdir: Path, loop: str = "asyncio") -> None:
+    """A stanpkg-like parent (its temporary files in ``tmpdir``, its event loop ``loop``)
+    killed with SIGKILL: its nats-server dies with it."""
     script = tmp_path / "parent.py"
     script.write_text(
         "import asyncio\n"
@@ -261,7 +274,7 @@ def _kill_a_parent_of_nats_server(tmp_path: Path, tmpdir: Path) -> None:
         "    await s.start()\n"
         "    print(s.pid, flush=True)\n"
         "    await asyncio.sleep(60)\n"
-        "asyncio.run(main())\n"
+        + ("import uvloop\nuvloop.run(main())\n" if loop == "uvloop" else "asyncio.run(main())\n")
     )
     env = {**os.environ, "TMPDIR": str(tmpdir)}
     parent = subprocess.Popen(
@@ -300,7 +313,9 @@ async def test_directories_of_killed_servers_are_removed_at_the_next_start(
     _kill_a_parent_of_nats_server(tmp_path, tmpdir)
     (left,) = tmpdir.iterdir()
     assert left.name.startswith("stanpkg-nats-")
-    assert {p.suffix for p in left.iterdir()} == {".conf", ".ports"}
+    # nats-server's ports file went with its graceful shutdown (SIGTERM at our death, see
+    # the test below); our file naming its pid stays and tells it gone.
+    assert {p.suffix for p in left.iterdir()} == {".conf", ".pid"}
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     async with embedded(EmbeddedNatsConfig(host="127.0.0.1", port=-1), Recorder()) as server:
         (own,) = tmpdir.iterdir()

@@ -3,7 +3,11 @@ serves (the reference's Raft leader), the others stand by and take over when it 
 
 The replicated state and the lease live in the store (the clustered store keeps both in
 JetStream): this mode only orders the node's start-up the way the reference logs it —
-cluster lines and the store limits first, then, once this node leads, the promotion."""
+cluster lines and the store limits first, then, once this node leads, the promotion.
+
+A node that loses the lease steps down instead of exiting (as the reference's leader): the
+node stops its server and starts a new one with this same mode, which stands by again and
+counts its promotions over the process's life."""
 
 from __future__ import annotations
 
@@ -58,6 +62,8 @@ class Clustered(ServingMode):
         self.peers = peers
         self.allow_add_remove_node = allow_add_remove_node
         self._leading = False
+        self._promotions = 0
+        self._runs = 0  # servers this mode ran in: a node that steps down builds another
         self._sid: int | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._migrating = asyncio.Lock()
@@ -69,9 +75,9 @@ class Clustered(ServingMode):
 
     @property
     def promotions(self) -> int:
-        # A node that loses the lease stops: at most one promotion per process, and a
-        # restarted node counts from 0 (Prometheus' increase() sees each).
-        return 1 if self._leading else 0
+        # Over the process's life: a node that loses the lease stands by again and may be
+        # promoted again; a restarted node counts from 0 (Prometheus' increase() sees each).
+        return self._promotions
 
     @property
     def role(self) -> str:
@@ -85,19 +91,22 @@ class Clustered(ServingMode):
         """Refuse to run beside a node with the same ID (its lease would be ours), then
         answer for this ID."""
         subject = node_subject(server.plan.cluster_id, self.node_id)
-        try:
-            await server.conn.request(subject, b"", NODE_PROBE_TIMEOUT)
-        except (NatsError, TimeoutError):
-            pass
-        else:
-            raise StartupError(
-                f'cluster node ID "{self.node_id}" is already in use by another node'
-            )
+        self._runs += 1
+        if self._runs == 1:  # not after a step-down: the last server's answer may linger
+            try:
+                await server.conn.request(subject, b"", NODE_PROBE_TIMEOUT)
+            except (NatsError, TimeoutError):
+                pass
+            else:
+                raise StartupError(
+                    f'cluster node ID "{self.node_id}" is already in use by another node'
+                )
         self._sid = server.conn.subscribe(
             subject, lambda _s, reply, _d: server.conn.publish(reply, b"") if reply else None
         )
 
     async def stop(self) -> None:
+        self._leading = False  # a node that stepped down is a follower again
         self._sid = None  # the server's connection closes with it
         self._held = None
         for task in self._requests:
@@ -105,12 +114,13 @@ class Clustered(ServingMode):
 
     async def before_listening(self, server: ModeHost) -> None:
         log = server.log
-        log.notice(f"Cluster Node ID : {self.node_id}")
-        log.notice(f"Cluster Log Path: {self.log_path}")
-        if self.peers:
-            log.notice("Cluster known peers:")
-            for number, peer in enumerate(self.peers, 1):
-                log.notice(f'peer {number}: "{peer}"')
+        if self._runs == 1:  # not again after a step-down
+            log.notice(f"Cluster Node ID : {self.node_id}")
+            log.notice(f"Cluster Log Path: {self.log_path}")
+            if self.peers:
+                log.notice("Cluster known peers:")
+                for number, peer in enumerate(self.peers, 1):
+                    log.notice(f'peer {number}: "{peer}"')
         server.log_store_banner()
         if server.on_standby is not None:
             server.on_standby()  # a follower is a healthy service too
@@ -122,13 +132,15 @@ class Clustered(ServingMode):
                 raise StoreError(FT_STORES_ONLY)
             # Returns once this node holds the lease, with the store caught up on
             # everything the previous leader had replicated.
-            await lockable.acquire_exclusive_lock(server.fatal)
+            # Losing the lease later stops this server, not the process (step_down).
+            await lockable.acquire_exclusive_lock(server.step_down)
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
         finally:
             watch.cancel()
         self._held = held
         self._leading = True
+        self._promotions += 1
         log.notice("server became leader, performing leader promotion actions")
         server.recover_state(quiet=True)
         if self.allow_add_remove_node:

@@ -145,11 +145,16 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 async def connect(
-    endpoint: NatsEndpoint, *, name: str, timeout: float = API_TIMEOUT
+    endpoint: NatsEndpoint,
+    *,
+    name: str,
+    timeout: float = API_TIMEOUT,
+    on_disconnected: Callable[[], None] | None = None,
 ) -> NatsConnection:
     """Connect, reconnecting forever afterwards (StoreError naming the URL when no server
     answers within ``timeout``), and check that JetStream is there at all (StoreError if
-    it is disabled). JetStream may still be electing: :func:`wait_ready` waits for it."""
+    it is disabled). JetStream may still be electing: :func:`wait_ready` waits for it.
+    ``on_disconnected`` is called each time the connection drops (it reconnects)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:  # servers not up yet are tried again until the timeout, as reconnects are
@@ -161,6 +166,7 @@ async def connect(
                     max_reconnect=-1,  # a cluster restarting is no reason to give up
                     reconnect_wait=RECONNECT_WAIT,
                     connect_timeout=min(2.0, timeout),
+                    on_disconnected=on_disconnected,
                 ),
                 max(0.0, deadline - loop.time()),
             )

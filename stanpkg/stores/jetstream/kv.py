@@ -15,6 +15,7 @@ releases created them through it), and a bucket that exists is taken as it is.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from stanpkg.stores.jetstream.jetstream_api import (
@@ -118,26 +119,38 @@ class KvBucket:
 
     async def get(self, key: str, *, timeout: float = API_TIMEOUT) -> tuple[int, bytes] | None:
         """(revision, value) of the key; None when it has none or was deleted."""
+        entry = await self.entry(key, timeout=timeout)
+        return None if entry is None else (entry[0], entry[1])
+
+    async def entry(
+        self, key: str, *, timeout: float = API_TIMEOUT
+    ) -> tuple[int, bytes, dict[str, str]] | None:
+        """(revision, value, headers) of the key; None when it has none or was deleted."""
         last = await self._last(key, timeout)
         if last is None or last[2]:
             return None
-        return last[0], last[1]
+        return last[0], last[1], last[3]
 
-    async def create(self, key: str, value: bytes) -> int:
+    async def create(
+        self, key: str, value: bytes, *, headers: Mapping[str, str] | None = None
+    ) -> int:
         """Write the key's first value, or its first after a deletion: its revision.
         WrongRevision when the key has a value."""
         try:
-            return await self._write(key, value, {EXPECTED_REVISION: "0"})
+            return await self._write(key, value, {**(headers or {}), EXPECTED_REVISION: "0"})
         except WrongRevision:
             last = await self._last(key, API_TIMEOUT)
             if last is None or not last[2]:
                 raise
-            return await self.update(key, value, last=last[0])  # over its deletion marker
+            # Over its deletion marker.
+            return await self.update(key, value, last=last[0], headers=headers)
 
-    async def update(self, key: str, value: bytes, *, last: int) -> int:
+    async def update(
+        self, key: str, value: bytes, *, last: int, headers: Mapping[str, str] | None = None
+    ) -> int:
         """Write the key if it is at revision ``last``: its new revision. WrongRevision
-        when it is not."""
-        return await self._write(key, value, {EXPECTED_REVISION: str(last)})
+        when it is not. ``headers``: stored with the value."""
+        return await self._write(key, value, {**(headers or {}), EXPECTED_REVISION: str(last)})
 
     async def delete(self, key: str, *, last: int = 0) -> None:
         """Delete the key; only if it is at revision ``last`` when that is not 0
@@ -147,8 +160,11 @@ class KvBucket:
             headers[EXPECTED_REVISION] = str(last)
         await self._write(key, b"", headers)
 
-    async def _last(self, key: str, timeout: float) -> tuple[int, bytes, bool] | None:
-        """(revision, value, deleted) of the key's last message; None when it has none."""
+    async def _last(
+        self, key: str, timeout: float
+    ) -> tuple[int, bytes, bool, dict[str, str]] | None:
+        """(revision, value, deleted, headers) of the key's last message; None when it has
+        none."""
         subject = kv_subject(self.bucket, checked_key(key))
         request = json.dumps({"last_by_subj": subject}).encode()
         reply = await self._pipeline.request(self._direct_get, request, timeout=timeout)
@@ -161,7 +177,7 @@ class KvBucket:
                 status=reply.status,
             )
         revision = int(reply.headers.get("Nats-Sequence", 0))
-        return revision, reply.data, reply.headers.get(KV_OPERATION) in REMOVED
+        return revision, reply.data, reply.headers.get(KV_OPERATION) in REMOVED, reply.headers
 
     async def _write(self, key: str, value: bytes, headers: dict[str, str]) -> int:
         subject = kv_subject(self.bucket, checked_key(key))

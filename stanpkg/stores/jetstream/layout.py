@@ -52,6 +52,7 @@ __all__ = [
     "LAYOUT_KEY",
     "LAYOUT_VERSION",
     "LEASE_KEY",
+    "LEASE_PROBE_HEADER",
     "MAX_CHANNEL_STREAMS",
     "SERVER_KEY",
     "channel_key",
@@ -65,6 +66,7 @@ __all__ = [
     "kv_stream",
     "kv_subject",
     "lease_bucket",
+    "lease_holder_subject",
     "legacy_moved_subject",
     "legacy_overlaps",
     "legacy_stream_name",
@@ -129,6 +131,9 @@ def _decode(token: str) -> str:
 
 SERVER_KEY = kv_key("server")  # the server info: ``server``
 LEASE_KEY = "leader"  # the lease bucket's one key, holding the serving node's ID
+# On the lease key's values: the holder subject (lease_holder_subject) where the node named
+# answers while its process lives. Absent from the values of earlier releases.
+LEASE_PROBE_HEADER = "Stan-Lease-Probe"
 LAYOUT_KEY = kv_key("layout")  # the layout's version and number of streams: ``layout``
 
 
@@ -178,6 +183,14 @@ def lease_bucket(cluster_id: str) -> str:
     """The KV bucket of the cluster's lease: the records' + ``_lease``, so
     ``lease_bucket("test-cluster")`` is ``STAN_test-cluster_state_lease``."""
     return records_bucket(cluster_id) + "_lease"
+
+
+def lease_holder_subject(cluster_id: str, node_id: str) -> str:
+    """Where a node's lease connection answers while its process lives (standbys ask
+    whether the holder they read is still there, lease.py): ``_STAN.lease.<cluster>.<node>``,
+    each ID as one subject token (:func:`kv_key`), so ``lease_holder_subject("c1", "a")``
+    is ``_STAN.lease.c1.a``."""
+    return f"_STAN.lease.{cluster_token(cluster_id)}.{kv_key(node_id)}"
 
 
 def kv_stream(bucket: str) -> str:
