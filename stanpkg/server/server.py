@@ -29,6 +29,7 @@ from stanpkg.server.connect import ConnectionRequests
 from stanpkg.server.delivery import Delivery
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
 from stanpkg.server.heartbeats import Heartbeats
+from stanpkg.server.kept_publishes import FORWARD_WITHIN, KeptPublishes
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.server.nats_link import NatsLink
 from stanpkg.server.partitioning import Partitions
@@ -37,7 +38,14 @@ from stanpkg.server.serial import SerialExecutor
 from stanpkg.server.subscribe import SubscribeRequests
 from stanpkg.server.subscriptions import Subscription
 from stanpkg.server.unsubscribe import Removals
-from stanpkg.stores.base import NATS_BACKED, RecoveredState, ServerInfo, Store, StoreError
+from stanpkg.stores.base import (
+    HANDS_OVER,
+    NATS_BACKED,
+    RecoveredState,
+    ServerInfo,
+    Store,
+    StoreError,
+)
 from stanpkg.transport.connection import MsgHandler, NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
@@ -51,6 +59,7 @@ __all__ = ["StreamingServer", "fresh_server_info"]
 
 STOP_FLUSH_TIMEOUT = 5.0
 STOP_DRAIN_TIMEOUT = 10.0
+STOP_HAND_OVER_TIMEOUT = 10.0  # an upper bound: the store bounds each step itself
 
 
 def fresh_server_info(plan: Plan) -> ServerInfo:
@@ -80,6 +89,8 @@ class StreamingServer:
         server_id: str = "",
         on_fatal: Callable[[str], None] | None = None,
         on_standby: Callable[[], None] | None = None,
+        on_step_down: Callable[[str], None] | None = None,
+        store_banner: bool = True,
     ) -> None:
         self.plan = plan
         self.store = store
@@ -89,6 +100,7 @@ class StreamingServer:
         self.server_id = server_id or self._nuid.next()
         self.on_fatal = on_fatal
         self.on_standby = on_standby
+        self.on_step_down = on_step_down
         # Monitoring's start_time (wall clock) and uptime (monotonic).
         self.start_time_ns = time.time_ns()
         self.start_monotonic = time.monotonic()
@@ -97,9 +109,11 @@ class StreamingServer:
         self.partitions: Partitions | None = None
         self.control = SerialExecutor(log)
         self._sids: list[int] = []
+        self._publish_sids: list[int] = []  # of them: kept through a hand-over
         self._recovered: list[Subscription] = []
         self._stopping = False
-        self._store_banner_logged = False
+        # Not again in a server built anew by a node that stepped down.
+        self._store_banner_logged = not store_banner
         self.ready = False
         self.nats_link = NatsLink(self._all_connected)
         # Set in start(): they need the running loop / the connection.
@@ -214,7 +228,11 @@ class StreamingServer:
             publisher.request_deletion(channel)
 
         channels = self.channels = ChannelRegistry(
-            store, self.loop, delete_between_batches, partial(_log_created, log)
+            store,
+            self.loop,
+            delete_between_batches,
+            partial(_log_created, log),
+            on_readable=delivery.deliver_channel,
         )
         if plan.partitioning:
             names = [channel.name for channel in plan.store_limits.channels]
@@ -355,7 +373,7 @@ class StreamingServer:
         answered = {subject for subject, _ in self._request_subjects(self.info)}
         for subject, handler in self._request_subjects(info):
             if subject not in answered:
-                self._sids.append(self.mode.subscribe_for_clients(self.conn, subject, handler))
+                self._subscribe_request(subject, handler)
         self.info = self.connections.info = info
         self.connections.ping_subject = self.ping_subject
         self._log_subjects()
@@ -383,10 +401,15 @@ class StreamingServer:
                 self.channels.start_inactivity_timer(channel)
         return len(state.channels)
 
+    def _subscribe_request(self, subject: str, handler: MsgHandler) -> None:
+        sid = self.mode.subscribe_for_clients(self.conn, subject, handler)
+        self._sids.append(sid)
+        if handler == self.publisher.on_publish:
+            self._publish_sids.append(sid)
+
     def _listen(self) -> None:
-        subscribe = partial(self.mode.subscribe_for_clients, self.conn)
         for subject, handler in self._request_subjects(self.info):
-            self._sids.append(subscribe(subject, handler))
+            self._subscribe_request(subject, handler)
         acks_conn, on_ack = self.acks_conn, self.delivery.on_ack
         for sub in self._recovered:
             sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
@@ -452,29 +475,44 @@ class StreamingServer:
         if self.on_fatal is not None:
             self.on_fatal(reason)
 
+    def step_down(self, reason: str) -> None:
+        """This node may serve no more (a clustered node lost the lease): its owner stops
+        this server and stands by with a new one; without an owner that can, fatal."""
+        if self.on_step_down is not None:
+            self.on_step_down(reason)
+        else:
+            self.fatal(reason)
+
     # -- stopping ---------------------------------------------------------------------
 
-    async def stop(self) -> None:
+    async def stop(self, *, stepping_down: bool = False) -> None:
         """Graceful stop: what NATS delivered before is processed and answered, then
-        timers are stopped, the store flushed and closed, the connections closed."""
+        timers are stopped, the store flushed and closed, the connections closed.
+        ``stepping_down``: the process goes on (its owner logs why), so no stop line."""
         if self._stopping:
             return
         self._stopping = True
-        self.log.notice("Shutting down.")  # the reference's first stop line, word for word
+        if not stepping_down:
+            self.log.notice("Shutting down.")  # the reference's first stop line, word for word
         conn = getattr(self, "conn", None)
-        if self.ready and conn is not None and not conn.is_closed:
+        kept = KeptPublishes(conn) if conn is not None else None
+        if self.ready and conn is not None and kept is not None and not conn.is_closed:
             # The round trip brings in everything NATS routed to us before it; the
             # handlers stay in place until that work is finished.
             # Upper bounds only (a loaded machine needs them; an idle one takes ms), well
             # inside the 30 s a service manager gives a stop.
             with contextlib.suppress(NatsError, TimeoutError):
                 await conn.flush(STOP_FLUSH_TIMEOUT)
+            # Later publishes are kept for the node the store may hand over to: none is
+            # acknowledged here once the store closes (kept_publishes.py).
+            kept.keep(self._publish_sids)
             await self.publisher.drain(STOP_DRAIN_TIMEOUT)  # ready: everything is built
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.control.drain(), STOP_DRAIN_TIMEOUT)
         if conn is not None and not conn.is_closed:
             for sid in self._sids:
-                conn.unsubscribe(sid)
+                if kept is None or sid not in kept:
+                    conn.unsubscribe(sid)
         self._sids.clear()
         await self.mode.stop()
         if self.partitions is not None:
@@ -500,9 +538,35 @@ class StreamingServer:
             self.store.close()
         except StoreError as exc:
             self.log.error(f"Error closing store: {exc}")
+        await self._hand_kept_over(kept)
         for nc in (conn, getattr(self, "acks_conn", None)):
             if nc is not None and not nc.is_closed:
                 with contextlib.suppress(NatsError, OSError, TimeoutError):
                     await asyncio.wait_for(nc.flush(), 2.0)
                 with contextlib.suppress(NatsError, OSError):
                     await nc.close()
+
+    async def _hand_kept_over(self, kept: KeptPublishes | None) -> None:
+        """Once the store closed: the publishes kept while stopping go to the node it
+        handed the service over to, once that one listens; else nowhere."""
+        handing = self.store.capability(HANDS_OVER)
+        successor = ""
+        if handing is not None:
+            with contextlib.suppress(Exception):
+                successor = await asyncio.wait_for(handing.wait_closed(), STOP_HAND_OVER_TIMEOUT)
+        if kept is None:
+            return
+        if not successor or self.conn.is_closed:
+            kept.drop()
+            return
+        waiting = len(kept)
+        forwarded = await kept.forward(self.ping_subject)
+        if forwarded is None:
+            self.log.warn(
+                f'Node "{successor}" did not serve within {FORWARD_WITHIN:.0f} s: '
+                f"{waiting} publish(es) received while stopping were not answered"
+            )
+        elif forwarded:
+            self.log.notice(
+                f'Passed {forwarded} publish(es) received while stopping to "{successor}"'
+            )

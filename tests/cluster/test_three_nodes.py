@@ -10,6 +10,7 @@ import json
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
@@ -131,11 +132,17 @@ async def _acked_publisher(
 
 
 async def kill_while_publishing(
-    victim: Node, urls: list[str], cid: str, *, after: int
+    victim: Node,
+    urls: list[str],
+    cid: str,
+    *,
+    after: int,
+    end: Callable[[Node], object] = Node.kill_with_its_nats_server,
 ) -> tuple[list[int], list[float], set[int]]:
-    """kill -9 of ``victim`` (and its nats-server) once 200 publishes are acknowledged;
-    publishing goes on until ``after`` more are. The acknowledged numbers, the times
-    between two PubAcks and the numbers that were sent again after a failure."""
+    """kill -9 of ``victim`` (and its nats-server), or ``end(victim)``, once 200
+    publishes are acknowledged; publishing goes on until ``after`` more are once it has
+    exited. The acknowledged numbers, the times between two PubAcks and the numbers that
+    were sent again after a failure."""
     stop = asyncio.Event()
     acked: list[int] = []
     stalls: list[float] = []
@@ -143,9 +150,11 @@ async def kill_while_publishing(
     publisher = asyncio.create_task(_acked_publisher(urls, cid, stop, acked, stalls, resent))
     while len(acked) < 200:
         await asyncio.sleep(0.05)
-    victim.kill_with_its_nats_server()
-    killed_at = len(acked)
+    end(victim)
     deadline = time.monotonic() + 60
+    while victim.proc.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # a graceful stop serves on for a while
+    killed_at = len(acked)
     while len(acked) < killed_at + after and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     stop.set()
@@ -165,10 +174,15 @@ async def test_kill_of_the_serving_node_loses_no_acknowledged_message(cluster: C
     new_leader = leader_of(survivors)
     longest = max(stalls)
     print(f"longest time without a PubAck across the failover: {longest:.2f} s")
-    client = await StanClient.connect(new_leader.url, cid, "check")
+    await assert_acked_stored(new_leader.url, cid, acked, resent)
+
+
+async def assert_acked_stored(url: str, cid: str, acked: list[int], resent: set[int]) -> None:
+    """Channel 'orders' holds every acknowledged 'p<n>' of :func:`_acked_publisher`, in
+    order and without a gap; only a message sent again may be there twice."""
+    client = await StanClient.connect(url, cid, "check")
     sub = await client.subscribe("orders", start=pb.First)
-    total = len(acked)
-    stored = [m.data.decode() for m in await sub.collect(total, timeout=30)]
+    stored = [m.data.decode() for m in await sub.collect(len(acked), timeout=30)]
     stored += [m.data.decode() for m in await sub.collect_until_quiet(1.0)]
     await client.close()
     ids = [int(d[1:]) for d in stored]
@@ -238,6 +252,23 @@ async def stream_leaders(url: str) -> dict[str, str]:
         await nc.close()
 
 
+async def wait_streams_led_by(leader: Node, url: str, cid: str, timeout: float = 60) -> None:
+    """Until ``leader``'s JetStream server leads every stream of the cluster (records,
+    lease, shared streams), as JetStream at ``url`` reports them."""
+    written = {
+        kv_stream(records_bucket(cid)),
+        kv_stream(lease_bucket(cid)),
+        *(shared_stream_name(cid, index) for index in range(DEFAULT_CHANNEL_STREAMS)),
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        leaders = await stream_leaders(url)
+        if written <= leaders.keys() and {leaders[name] for name in written} == {leader.name}:
+            return
+        assert time.monotonic() < deadline, f"streams led elsewhere: {leaders}"
+        await asyncio.sleep(0.5)
+
+
 async def test_stream_leaders_follow_the_serving_node_and_a_follower_death_stalls_nothing(
     cluster: Cluster,
 ) -> None:
@@ -248,18 +279,7 @@ async def test_stream_leaders_follow_the_serving_node_and_a_follower_death_stall
     leader = leader_of(nodes)
     followers = [n for n in nodes if n is not leader]
     cid = cluster.cluster_id
-    written = {
-        kv_stream(records_bucket(cid)),
-        kv_stream(lease_bucket(cid)),
-        *(shared_stream_name(cid, index) for index in range(DEFAULT_CHANNEL_STREAMS)),
-    }
-    deadline = time.monotonic() + 60
-    while True:  # nothing published yet
-        leaders = await stream_leaders(followers[0].url)
-        if written <= leaders.keys() and {leaders[name] for name in written} == {leader.name}:
-            break
-        assert time.monotonic() < deadline, f"streams led elsewhere: {leaders}"
-        await asyncio.sleep(0.5)
+    await wait_streams_led_by(leader, followers[0].url, cid)  # nothing published yet
     client = await StanClient.connect(followers[0].url, cid, "first")
     await client.publish("orders", b"first", timeout=FIRST_WRITE_TIMEOUT)
     await client.close()

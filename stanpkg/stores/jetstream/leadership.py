@@ -95,6 +95,8 @@ class LeaderGathering:
             if outcome == "here":
                 return True
             if outcome == "asked":
+                if asked_at < 0:  # once a stream: after a hand-over there is none
+                    self._log.notice(f"Moving the JetStream leader of stream {stream} here")
                 asked_at = loop.time()
                 self.moved += 1
             await asyncio.sleep(MOVE_POLL)
@@ -120,7 +122,10 @@ class LeaderGathering:
 
         async def one(stream: str) -> str:
             async with limit:
-                return await lead_stream_from(self._conn, stream, server)
+                outcome = await lead_stream_from(self._conn, stream, server)
+            if outcome == "asked":
+                self._log.notice(f"Moving the JetStream leader of stream {stream} here")
+            return outcome
 
         results = await asyncio.gather(
             *(one(stream) for stream in self._streams()), return_exceptions=True

@@ -2,7 +2,7 @@
 configuration (:func:`shared_stream_config`), its creation or update
 (:func:`ensure_stream`), purges of a channel's subject (:func:`purge_subject`), deletion,
 and where a stream's replicas and leader are (:func:`stream_replicas`,
-:func:`lead_stream_from`, :func:`remove_stream_peer`).
+:func:`current_servers`, :func:`lead_stream_from`, :func:`remove_stream_peer`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from stanpkg.stores.jetstream.stream_reader import StreamState, state_of
 from stanpkg.transport.connection import NatsConnection
 
 __all__ = [
+    "current_servers",
     "delete_stream",
     "ensure_stream",
     "lead_stream_from",
@@ -190,6 +191,19 @@ async def stream_replicas(conn: NatsConnection, stream: str) -> list[str]:
     cluster = answer.get("cluster", {})
     names = [cluster["leader"]] if cluster.get("leader") else []
     return names + [str(peer.get("name", "")) for peer in cluster.get("replicas", ())]
+
+
+async def current_servers(
+    conn: NatsConnection, stream: str, *, timeout: float = API_TIMEOUT
+) -> set[str]:
+    """The JetStream servers (names) that could lead the stream at once: its leader, and
+    the followers whose replica JetStream reports current."""
+    answer = await js_api(conn, f"STREAM.INFO.{stream}", None, timeout=timeout)
+    if "error" in answer:
+        raise api_failure(f"read stream {stream}", answer)
+    cluster = answer.get("cluster", {})
+    names = {str(cluster["leader"])} if cluster.get("leader") else set()
+    return names | {str(p.get("name")) for p in cluster.get("replicas", ()) if p.get("current")}
 
 
 async def lead_stream_from(
