@@ -46,8 +46,8 @@ from stanpkg.stores.jetstream.records import (
     subscription_channel,
     subscription_record,
 )
+from stanpkg.stores.jetstream.settings import MAX_REPLICAS
 from stanpkg.stores.jetstream.shared_streams import SharedStreams
-from stanpkg.stores.jetstream.store import MAX_REPLICAS
 from stanpkg.stores.jetstream.stream_reader import (
     ReplicaBehind,
     StreamState,

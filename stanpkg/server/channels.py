@@ -8,8 +8,10 @@ and deletion after ``max_inactivity`` without active subscriptions (protocol.md 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 from stanpkg.plan.limits import Limits
 from stanpkg.server import errors
@@ -108,8 +110,11 @@ class ChannelRegistry:
         loop: asyncio.AbstractEventLoop,
         on_expired_inactivity: Callable[[Channel], None],
         on_created: Callable[[Channel], None] | None = None,
+        on_readable: Callable[[Channel], None] | None = None,
     ) -> None:
         self.store = store
+        # A store reading on demand tells when what deliveries waited for was read.
+        self._on_readable = on_readable
         self.loop = loop
         self.channels: dict[str, Channel] = {}
         self._folded: dict[str, str] = {}  # lower-cased name → actual name
@@ -144,6 +149,9 @@ class ChannelRegistry:
     def attach(self, store: ChannelStore) -> Channel:
         """Register a channel whose stores exist (creation or recovery)."""
         channel = Channel(store)
+        if self._on_readable is not None:
+            with contextlib.suppress(AttributeError):  # a compiled store has no such hook
+                store.msgs.on_readable = partial(self._on_readable, channel)
         self.channels[channel.name] = channel
         self._folded[channel.name.lower()] = channel.name
         return channel

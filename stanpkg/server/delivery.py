@@ -31,6 +31,9 @@ __all__ = ["Delivery", "DeliveryStats"]
 _EXPIRY_MARGIN = 0.015
 # Messages handed over by a departing queue member go out again this much later.
 _TRANSFER_DELAY = 0.1
+# A pending message the store is still reading (the clustered store reads on demand) is
+# looked at again this much later.
+_UNREAD_RETRY = 0.05
 _MAX_UNREACHABLE_REPORTS = 1000  # subscriptions reported; then silent (a flood of them)
 
 Publish = Callable[[str, bytes], None]
@@ -110,8 +113,12 @@ class Delivery:
         sent: list[int] = []
         nbytes = 0
         while seq <= last and room > 0:
-            # A run as long as the window has room for (missing records take none).
-            run = lookup_run(seq, min(last, seq + room - 1))
+            # A run as long as the window has room for (missing records take none), of
+            # what the store can answer now: the rest is sent once it is read.
+            end = msgs.readable_until(seq, min(last, seq + room - 1))
+            if end < seq:
+                break
+            run = lookup_run(seq, end)
             if None not in run:
                 records = cast(list[bytes], run)
                 try:
@@ -191,6 +198,7 @@ class Delivery:
         now = self.loop.time()
         sent: dict[Subscription, list[int]] = {}
         publish, lookup = self.publish, msgs.lookup
+        readable = seq - 1
         while seq <= last:
             member = self._pick(group)
             if member is None:
@@ -198,6 +206,10 @@ class Delivery:
             if len(member.pending) >= member.max_inflight:
                 member.stalled = True
                 break
+            if seq > readable:
+                readable = msgs.readable_until(seq, last)
+                if readable < seq:
+                    break  # sent once the store has read it
             record = lookup(seq)
             if record is not None:
                 try:
@@ -230,7 +242,8 @@ class Delivery:
         if sub.pending:
             now = self.loop.time()
             for seq in sorted(sub.pending):
-                self._redeliver(sub, seq, now)
+                if self._readable(sub, seq):
+                    self._redeliver(sub, seq, now)
             self._arm(sub, next(iter(sub.pending.values()), now + sub.ack_wait))
             sub.stalled = len(sub.pending) >= sub.max_inflight
         sub.hold_new = False
@@ -342,10 +355,16 @@ class Delivery:
             return
         limit = now + _EXPIRY_MARGIN
         expired: list[int] = []
+        unread = False
         for seq, expires in sub.pending.items():
             if expires > limit:
                 break
-            expired.append(seq)
+            if self._readable(sub, seq):
+                expired.append(seq)
+            else:
+                unread = True
+        if unread:  # asked again once the store has read them
+            self._arm(sub, now + _UNREAD_RETRY)
         if expired:
             self.log.debug(f"[Client:{sub.client_id}] Redelivering to subid={sub.id}")
         group = sub.group
@@ -354,8 +373,13 @@ class Delivery:
                 self._redeliver_in_group(sub, group, seq, now)
             else:
                 self._redeliver(sub, seq, now)
-        if sub.pending and not sub.removed:
+        if sub.pending and not sub.removed and not unread:
             self._arm(sub, max(next(iter(sub.pending.values())), now + _EXPIRY_MARGIN))
+
+    @staticmethod
+    def _readable(sub: Subscription, seq: int) -> bool:
+        """Whether the store can answer for ``seq`` now (else it starts reading it)."""
+        return sub.channel.msgs.readable_until(seq, seq) >= seq
 
     def _redeliver(self, sub: Subscription, seq: int, now: float) -> bool:
         """Resend one pending message to ``sub``; a vanished message is acked instead."""

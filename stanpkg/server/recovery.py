@@ -100,6 +100,9 @@ def start_recovered(
             msgs = sub.channel.msgs
             ack_wait_ns = int(sub.ack_wait * 1e9)
             for seq in sorted(sub.pending):
+                if msgs.readable_until(seq, seq) < seq:
+                    expirations[seq] = loop_now  # not read yet: redelivered once it is
+                    continue
                 record = msgs.lookup(seq)
                 if record is None:
                     sub.channel.subs_store.record_ack(sub.id, seq)

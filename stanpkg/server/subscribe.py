@@ -129,6 +129,9 @@ class SubscribeRequests:
         except ChannelError as exc:
             self._reply_error(reply, str(exc))
             return
+        if req.startPosition == pb.TimeDeltaStart:
+            # A store that reads on demand reads what the search by time needs first.
+            await channel.msgs.find_time(time.time_ns() - req.startTimeDelta)
         try:
             sub, resumed = self._create_or_resume(req, client, channel)
         except (StoreError, _Refused) as exc:

@@ -42,12 +42,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from stanpkg.plan.limits import Limits, StoreLimits
+from stanpkg.plan.units import friendly_bytes
 
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
 __all__ = [
     "FT_STORES_ONLY",
+    "HANDS_OVER",
     "LOCKABLE",
     "NATS_BACKED",
     "REPLICATED",
@@ -58,6 +60,7 @@ __all__ = [
     "Capability",
     "ChannelStore",
     "ClientRecord",
+    "HandingOverStore",
     "LockableStore",
     "MessageBatch",
     "MessageStore",
@@ -77,6 +80,7 @@ __all__ = [
     "StoredRun",
     "SubRecord",
     "SubscriptionStore",
+    "limits_reached",
 ]
 
 TOO_MANY_CHANNELS = "too many channels"
@@ -273,6 +277,22 @@ class MessageStore(ABC):
         lookup = self.lookup
         return [lookup(seq) for seq in range(first, last + 1)]
 
+    #: Set by the server: called by a store that reads messages on demand once messages
+    #: that :meth:`readable_until` reported missing can be looked up.
+    on_readable: Callable[[], None] | None = None
+
+    def readable_until(self, first: int, last: int) -> int:
+        """The highest sequence up to ``last`` such that :meth:`lookup` answers for
+        ``first`` to it now (None for a message gone). A store that reads its messages
+        on demand (the clustered store) starts reading the rest and calls
+        :attr:`on_readable` when it can; every other store has them at hand."""
+        return last
+
+    async def find_time(self, timestamp: int) -> None:
+        """Make :meth:`sequence_at_or_after` able to answer for ``timestamp`` (a store
+        reading on demand reads what its search needs)."""
+        return
+
     @abstractmethod
     def sequence_at_or_after(self, timestamp: int) -> int:
         """First stored sequence whose timestamp is ≥ ``timestamp``; ``last + 1`` if the
@@ -311,6 +331,16 @@ class MessageStore(ABC):
     def close(self) -> None:
         """Release resources; the store is not used afterwards."""
         return
+
+
+def limits_reached(channel: str, limits: Limits, count: int, size: int) -> str:
+    """The warning every store logs once, when a channel first goes over its count or
+    size limit (the reference's text)."""
+    return (
+        f'Reached limits for store "{channel}" (msgs={count}/{limits.max_msgs} '
+        f"bytes={friendly_bytes(size)}/{friendly_bytes(limits.max_bytes)}), "
+        "dropping old messages to make room for new ones"
+    )
 
 
 class SequenceBookkeeping:
@@ -468,6 +498,17 @@ class ReplicatedStore(Protocol):
         clients this node does not know yet; channels it has are left out."""
 
 
+@runtime_checkable
+class HandingOverStore(Protocol):
+    """A store whose :meth:`Store.close` goes on in the background and may hand the
+    service to another server (the clustered store on a graceful stop)."""
+
+    @abstractmethod
+    async def wait_closed(self) -> str:
+        """After ``close``: until what it started is done (bounded). The node ID the
+        service was handed over to, which answers clients at once; "" for none."""
+
+
 _C = TypeVar("_C")
 
 
@@ -492,6 +533,7 @@ class Capability(Generic[_C]):
 NATS_BACKED: Capability[NatsBackedStore] = Capability(NatsBackedStore)
 LOCKABLE: Capability[LockableStore] = Capability(LockableStore)
 REPLICATED: Capability[ReplicatedStore] = Capability(ReplicatedStore)
+HANDS_OVER: Capability[HandingOverStore] = Capability(HandingOverStore)
 
 
 class Store(ABC):

@@ -10,7 +10,7 @@ The interface's plain attributes (``limits``, ``deduplicates``, ``type_name``,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from stanpkg.stores.base import (
@@ -66,6 +66,20 @@ class DelegatingMessageStore(MessageStore):
 
     def sequence_at_or_after(self, timestamp: int) -> int:
         return self.inner.sequence_at_or_after(timestamp)
+
+    def readable_until(self, first: int, last: int) -> int:
+        return self.inner.readable_until(first, last)
+
+    async def find_time(self, timestamp: int) -> None:
+        await self.inner.find_time(timestamp)
+
+    @property
+    def on_readable(self) -> Callable[[], None] | None:
+        return self.inner.on_readable
+
+    @on_readable.setter
+    def on_readable(self, hook: Callable[[], None] | None) -> None:
+        self.inner.on_readable = hook
 
     def expire(self, now: int) -> int:
         return self.inner.expire(now)

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from stanpkg.hot_path import mypyc_attr
 from stanpkg.plan.limits import Limits, StoreLimits
-from stanpkg.plan.units import friendly_bytes
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     BaseStore,
@@ -33,6 +32,7 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
     SubRecord,
+    limits_reached,
 )
 
 __all__ = ["MAX_SEGMENT_BYTES", "MemoryMessageStore", "MemoryStore", "MemorySubscriptionStore"]
@@ -173,12 +173,7 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
             return
         if not self._hit_limit:
             self._hit_limit = True
-            self._log.warn(
-                f'Reached limits for store "{self.channel}" '
-                f"(msgs={self._count}/{max_msgs} "
-                f"bytes={friendly_bytes(self._bytes)}/{friendly_bytes(max_bytes)}), "
-                "dropping old messages to make room for new ones"
-            )
+            self._log.warn(limits_reached(self.channel, self.limits, self._count, self._bytes))
         while self._count > 1 and (
             (max_msgs > 0 and self._count > max_msgs) or (max_bytes > 0 and self._bytes > max_bytes)
         ):

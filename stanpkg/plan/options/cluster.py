@@ -227,4 +227,19 @@ OPTIONS: tuple[Option, ...] = (
         maximum=1000,
         range_error="cluster channel_streams must be between 1 and 1000 (got {value})",
     ),
+    Option(
+        "cluster.read_cache",
+        Kind.SIZE,
+        64 * 1024 * 1024,
+        "Memory the serving node of a cluster keeps channels' messages in",
+        keys=("read_cache",),
+        doc="Memory the serving node of a cluster keeps channels' messages in, newest "
+        "written and most recently read first. Every message is in JetStream: what is not "
+        "in memory is read from the node's own replica when a subscription needs it, so "
+        "the node's memory does not grow with what is stored, and a promotion reads no "
+        "message. No effect unless clustered (docs/clustering.md)",
+        flags=("--cluster_read_cache",),
+        minimum=1024 * 1024,
+        range_error="cluster read_cache must be at least 1MB (got {value})",
+    ),
 )

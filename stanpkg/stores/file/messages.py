@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stanpkg.plan.limits import Limits
-from stanpkg.plan.units import friendly_bytes
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     MessageBatch,
@@ -23,6 +22,7 @@ from stanpkg.stores.base import (
     SequenceBookkeeping,
     StoredRun,
     StoreError,
+    limits_reached,
 )
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
@@ -252,11 +252,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             return
         if not self._hit_limit:
             self._hit_limit = True
-            self.env.log.warn(
-                f'Reached limits for store "{self.name}" (msgs={self._count}/{max_msgs} '
-                f"bytes={friendly_bytes(self._bytes)}/{friendly_bytes(max_bytes)}), "
-                "dropping old messages to make room for new ones"
-            )
+            self.env.log.warn(limits_reached(self.name, self.limits, self._count, self._bytes))
         try:
             while self._count > 1 and (0 < max_msgs < self._count or 0 < max_bytes < self._bytes):
                 self._remove_first()

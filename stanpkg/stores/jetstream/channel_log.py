@@ -47,8 +47,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.channel_reader import Known, first_stored, locate, read_run
 from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT
 from stanpkg.stores.jetstream.layout import channel_subject, shared_stream_name
+from stanpkg.stores.jetstream.paged_messages import ReadMessage
 from stanpkg.stores.jetstream.records import (
     HEADER_GUID,
     HEADER_MSG_ID,
@@ -74,6 +76,7 @@ from stanpkg.transport.connection import NatsConnection, decode_headers
 __all__ = ["WRITE_BUDGET", "ChannelLog", "LastWritten", "StreamPositions", "Write", "Writes"]
 
 WRITE_BUDGET = 15.0  # seconds of retries while a stream elects a new leader
+MAX_RUNS = 4096  # runs of positions a channel remembers (24 bytes each)
 RETRY_INTERVAL = 0.25
 
 Writes = Sequence[Write]  # (sequence, publish ID, reply, timestamp, payload)
@@ -107,6 +110,13 @@ class StreamPositions:
             if end == sequence and self._stream_seqs[-1] + self._counts[-1] == stream_seq:
                 self._counts[-1] += count
                 return
+        if len(self._counts) >= MAX_RUNS:
+            # Bounded: memory must not grow with the messages written. The older half is
+            # forgotten; a read or purge there finds its place in the stream by a search.
+            half = MAX_RUNS // 2
+            del self._sequences[:half]
+            del self._stream_seqs[:half]
+            del self._counts[:half]
         self._sequences.append(sequence)
         self._stream_seqs.append(stream_seq)
         self._counts.append(count)
@@ -319,6 +329,30 @@ class ChannelLog:
             ) from None
         guid = found.headers.get(HEADER_GUID) or found.headers.get(HEADER_MSG_ID, "")
         return LastWritten(found.stream_seq, sequence, guid)
+
+    async def first_stored(self) -> int:
+        """The STAN sequence of the channel's first message in the stream (0: none)."""
+        return await first_stored(self._conn, self.stream, self.subject)
+
+    async def read_messages(
+        self, first: int, last: int, before: Known = None, after: Known = None
+    ) -> list[ReadMessage]:
+        """The channel's messages first..last (acknowledged: at or before :attr:`fence`)
+        from its subject; ``before``/``after``: messages whose stream sequences are known
+        (they bound the search for the first, see ``channel_reader``)."""
+        end = self.fence
+        if not end or first > last:
+            return []
+        start = self.positions.stream_seq(first)
+        if not start:
+            low = before[1] + (first - before[0]) if before is not None else 1
+            high = end - max(0, self.last_sequence - first)
+            if after is not None:
+                high = min(high, after[1] - (after[0] - first))
+            start = await locate(self._conn, self.stream, self.subject, first, low, high)
+        return await read_run(
+            self._conn, self.stream, self.subject, self.channel, first, last, start=start, end=end
+        )
 
     async def read_after(self, stream_seq: int, last: int) -> AsyncIterator[StoredMessage]:
         """The channel's messages stored after stream sequence ``stream_seq`` up to

@@ -7,10 +7,12 @@ briefly and again (:class:`Patience`), not once for a whole request timeout: a n
 does not answer a request sent before its election. A step that fails is asked again on
 its own; what was read before it is not read again.
 
-The channels' messages are read one shared stream at a time, each stream once and whole
-(:func:`read_channels`), and dispatched to their channels by subject: a promotion waits
-for the records', the lease's and the shared streams' leaders, however many channels
-there are.
+No message is read: each channel's figures (recorded by the serving node once a second)
+are corrected by its last message as its stream's leader has it, its first in the
+stream, and the few messages stored after the figures were recorded
+(:func:`read_figures`). What subscriptions need is read later, on demand
+(``paged_messages``): a promotion's time depends on the number of channels, not on the
+messages stored.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from stanpkg.stores.base import StoreError, StoreLog
+from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, raise_if_cancelled
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords, decode_records
-from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage, UnsupportedServer
+from stanpkg.stores.jetstream.replicated_messages import RestoredFigures
+from stanpkg.stores.jetstream.shared_streams import SharedStreams, UnsupportedServer
 
 __all__ = [
     "PROMOTION_TIMEOUT",
@@ -34,12 +38,13 @@ __all__ = [
     "convert_legacy",
     "ensure_streams",
     "read_added",
-    "read_channels",
+    "read_figures",
 ]
 
 T = TypeVar("T")
 
 PROMOTION_TIMEOUT = 60.0  # for one step of the promotion to succeed
+CONCURRENT_CHANNEL_READS = 64  # channels whose figures are asked for at once
 LEADER_PROBE_TIMEOUT = 0.5  # the first wait for a stream's leader at promotion
 LEADER_PROBE_RETRY = 0.1
 
@@ -129,50 +134,64 @@ async def convert_legacy(
     )
 
 
-async def read_channels(
-    streams: SharedStreams, channels: dict[str, int], patience: Patience, log: StoreLog
-) -> dict[str, list[StoredMessage]]:
-    """Each channel's messages (``channels``: name -> shared stream), in sequence order:
-    every shared stream checked, and those holding channels read once each. A channel
-    whose sequences do not follow each other in its stream (never written so) keeps the
-    messages after the gap, and the log says so."""
-    by_stream: dict[int, set[str]] = {}
-    for name, index in channels.items():
-        by_stream.setdefault(index, set()).add(name)
-    found: dict[str, list[StoredMessage]] = {}
-    for index in range(streams.count):
-        names = by_stream.get(index, set())
+async def read_figures(
+    logs: dict[str, ChannelLog],
+    states: dict[str, ChannelState],
+    patience: Patience,
+) -> dict[str, RestoredFigures]:
+    """What each channel (``logs``: its log, by name) holds, without reading its
+    messages: its last message as its stream's leader has it, its first in the stream,
+    and the messages stored after its figures were last recorded (``states``), which are
+    read. The channels are asked side by side; each is asked again while its stream
+    elects a leader."""
+    limit = asyncio.Semaphore(CONCURRENT_CHANNEL_READS)
 
-        async def step(timeout: float, index: int = index, names: set[str] = names) -> None:
-            state = await streams.ensure(index, timeout)
-            if not names or not state.msgs:
-                return
-            read: dict[str, list[StoredMessage]] = {}
-            async for channel, stored in streams.read(index, state, names):
-                messages = read.setdefault(channel, [])
-                sequence = stored.message.sequence
-                if messages and sequence != messages[-1].message.sequence + 1:
-                    log.warn(
-                        f"Channel {channel!r}: message {sequence} follows message "
-                        f"{messages[-1].message.sequence} in stream {streams.name(index)}; "
-                        "the messages before it are left out"
-                    )
-                    messages.clear()
-                messages.append(stored)
-            found.update(read)
+    async def one(name: str, log: ChannelLog) -> tuple[str, RestoredFigures]:
+        async def step(_timeout: float) -> RestoredFigures:
+            return await _figures_of(log, states.get(name) or ChannelState())
 
-        await patience.run(step)
-    return found
+        async with limit:
+            return name, await patience.run(step)
+
+    return dict(await asyncio.gather(*(one(name, log) for name, log in logs.items())))
+
+
+async def _figures_of(log: ChannelLog, recorded: ChannelState) -> RestoredFigures:
+    last = await log.last_message()
+    if last is None:  # every message gone: the channel goes on after the recorded last
+        return RestoredFigures(0, 0, 0, recorded.last, None)
+    log.start_at(last)
+    stored_first = await log.first_stored() or last.sequence
+    if recorded.last:
+        # What the figures dropped may still be in the stream (purged lazily, after).
+        kept_from = recorded.first if recorded.msgs else recorded.last + 1
+        first = max(stored_first, kept_from)
+        tail_from = max(recorded.last + 1, first)
+        size = recorded.bytes if recorded.msgs else 0
+    else:  # no figures recorded yet (a young channel): every message is the tail
+        first = tail_from = stored_first
+        size = 0
+    tail = await log.read_messages(tail_from, last.sequence) if tail_from <= last.sequence else []
+    size += sum(len(message.record) for message in tail)
+    return RestoredFigures(
+        first if first <= last.sequence else 0,
+        size,
+        tail[-1].timestamp if tail else 0,
+        max(recorded.last, tail_from - 1),
+        last,
+        tail,
+        [message.guid for message in tail],
+        stored_first,
+    )
 
 
 @dataclass
 class AddedChannels:
-    """What :func:`read_added` found: the records, the added channels (name -> shared
-    stream) and their messages."""
+    """What :func:`read_added` found: the records and the added channels (name ->
+    shared stream)."""
 
     records: ClusterRecords
     channels: dict[str, int]
-    messages: dict[str, list[StoredMessage]]
 
 
 async def read_added(
@@ -197,5 +216,4 @@ async def read_added(
             f"channel(s) {', '.join(beyond)} are in a shared stream this node does not use: "
             "restart it to load them"
         )
-    messages = await read_channels(streams, channels, patience, log)
-    return AddedChannels(decoded, channels, messages)
+    return AddedChannels(decoded, channels)

@@ -1,11 +1,11 @@
 """A channel's messages in the clustered store: appended to its subject of a shared stream
-(``channel_log``), kept in the leader's memory and served from there, and the publish IDs
-of the duplicate window (a client's resend after a failover is acknowledged, not stored
-again).
+(``channel_log``), kept in the serving node's pages while memory allows and read back from
+the stream on demand (``paged_messages``), and the publish IDs of the duplicate window (a
+client's resend after a failover is acknowledged, not stored again).
 
-The memory store is the authority on the channel's limits (max_msgs, max_bytes, max_age,
-as in standalone mode); what it drops is purged from the stream later, lazily, by the
-store (:meth:`ReplicatedMessages.purge_dropped`)."""
+The pages' figures are the authority on the channel's limits (max_msgs, max_bytes,
+max_age, as in standalone mode); what they drop is purged from the stream later, lazily,
+by the store (:meth:`ReplicatedMessages.purge_dropped`)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from typing import Any
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import MessageBatch, MessageStore, StoredRun, StoreError
 from stanpkg.stores.jetstream.channel_log import ChannelLog, LastWritten, Write
-from stanpkg.stores.jetstream.shared_streams import StoredMessage
+from stanpkg.stores.jetstream.paged_messages import PagedMessages, ReadMessage
 from stanpkg.stores.jetstream.stream_writer import StreamFenced, WriteRound
-from stanpkg.stores.memory import MemoryMessageStore
 
 __all__ = ["DUPLICATE_WINDOW", "RecentGuids", "ReplicatedMessages"]
 
@@ -42,7 +41,7 @@ class ReplicatedMessages(MessageStore):
 
     deduplicates = True
 
-    def __init__(self, cache: MemoryMessageStore, log: ChannelLog) -> None:
+    def __init__(self, cache: PagedMessages, log: ChannelLog) -> None:
         self.cache = cache
         self.limits = cache.limits
         self.log = log
@@ -69,34 +68,41 @@ class ReplicatedMessages(MessageStore):
         # The last sequence of the channel's figures on a quorum (set by the store): its
         # messages all go from the stream only when these figures say where it goes on.
         self.recorded_last = 0
+        cache.on_trimmed = self._changed  # the limits applied once a page was read
 
-    def restore(self, messages: Sequence[StoredMessage], last: int, now: int) -> None:
-        """The channel's content at promotion: its messages read from its stream (their
-        sequences contiguous), or none and the last sequence it had (its figures'
-        record); then the limits, age included, as a standalone store recovers."""
+    def restore(self, figures: RestoredFigures, now: int) -> None:
+        """The channel at promotion, from its figures (no message read but those written
+        after the figures were last recorded, ``figures.tail``, whose publish IDs join
+        the duplicate window); then the limits, age included, as a standalone store
+        recovers (reading the oldest page when they bind)."""
         log, cache = self.log, self.cache
-        if messages:
-            first = messages[0].message.sequence
-            cache.start_after(first - 1)
-            cache.append_records(
-                [stored.message.record for stored in messages],
-                [stored.message.timestamp for stored in messages],
-            )
-            for stored in messages:
-                log.positions.add(stored.message.sequence, stored.stream_seq)
-            self._recent.add_stamped(
-                [stored.message.guid for stored in messages],
-                [stored.message.timestamp for stored in messages],
-            )
-            tail = messages[-1]
-            log.start_at(LastWritten(tail.stream_seq, tail.message.sequence, tail.message.guid))
-            self._stream_first = first
+        last = figures.last_written
+        log.start_at(last)
+        if last is not None and figures.first:
+            cache.restore(figures.first, last.sequence, figures.size, figures.last_timestamp)
         else:
-            cache.start_after(last)
-            log.start_at(None)
-            log.last_sequence = last
-        self.recorded_last = last
+            cache.start_after(max(figures.recorded_last, last.sequence if last else 0))
+            if last is None:
+                log.last_sequence = figures.recorded_last
+        self._stream_first = figures.stream_first if last is not None else 0
+        tail = figures.tail
+        if tail:
+            cache.fill_tail(tail)
+            self._recent.add_stamped(figures.tail_guids, [m.timestamp for m in tail])
+        self.recorded_last = figures.recorded_last
         cache.expire(now)
+
+    async def apply_limits(self) -> None:
+        """After :meth:`restore`: the count and size limits, reading what they need."""
+        await self.cache.apply_limits()
+
+    @property
+    def on_readable(self) -> Callable[[], None] | None:
+        return self.cache.on_readable
+
+    @on_readable.setter
+    def on_readable(self, hook: Callable[[], None] | None) -> None:
+        self.cache.on_readable = hook
 
     def has_guid(self, guid: str) -> bool:
         return guid in self._recent or guid in self._in_flight_guids or guid in self._guids
@@ -139,6 +145,19 @@ class ReplicatedMessages(MessageStore):
     def lookup(self, sequence: int) -> bytes | None:
         return self.cache.lookup(sequence)
 
+    def lookup_run(self, first: int, last: int) -> list[bytes | None]:
+        return self.cache.lookup_run(first, last)
+
+    def readable_until(self, first: int, last: int) -> int:
+        return self.cache.readable_until(first, last)
+
+    async def find_time(self, timestamp: int) -> None:
+        await self.cache.find_time(timestamp)
+
+    async def load(self, first: int, last: int) -> None:
+        """The messages first..last in memory (a promotion: the pending ones)."""
+        await self.cache.load(first, last)
+
     def sequence_at_or_after(self, timestamp: int) -> int:
         return self.cache.sequence_at_or_after(timestamp)
 
@@ -176,9 +195,14 @@ class ReplicatedMessages(MessageStore):
             return None
         if self.cache.state()[0]:
             first = self.cache.first_sequence
-            below = self.log.positions.stream_seq(first)
+            below = self.log.positions.stream_seq(first) or self.cache.stream_seq_of(first)
             if not below:
-                return None  # not known here: never purge what may be kept
+                # Not known here: never purge what may be kept. Its page is read, so the
+                # next round knows (promotion: what the last node dropped, unpurged).
+                self.cache.readable_until(first, first)
+                if self.on_dropped is not None:
+                    self.on_dropped(self.cache.channel)
+                return None
             return asyncio.ensure_future(self._purge(below, first))
         if not self._recorded():
             return None
@@ -311,13 +335,30 @@ class ReplicatedMessages(MessageStore):
             raise
         self._settled(batch)
         if batch.records:
-            self._append(batch.records, batch.stamps, batch.guids, batch.writes[0][0])
+            first = batch.writes[0][0]
+            positions = self.log.positions
+            stream_first = positions.stream_seq(first)
+            stream_seqs = (
+                range(stream_first, stream_first + len(batch.records))
+                if (
+                    stream_first
+                    and positions.stream_seq(first + len(batch.records) - 1)
+                    == stream_first + len(batch.records) - 1
+                )
+                else ()
+            )
+            self._append(batch.records, batch.stamps, batch.guids, first, stream_seqs)
 
     def _append(
-        self, records: list[bytes], stamps: list[int], guids: list[str], first: int
+        self,
+        records: list[bytes],
+        stamps: list[int],
+        guids: list[str],
+        first: int,
+        stream_seqs: Sequence[int] = (),
     ) -> None:
         """Written messages into memory (``first``: their first sequence)."""
-        self.cache.append_records(records, stamps)
+        self.cache.append_records(records, stamps, stream_seqs)
         self._recent.add_stamped(guids, stamps)
         if not self._stream_first:
             self._stream_first = first
@@ -337,6 +378,7 @@ class ReplicatedMessages(MessageStore):
             records: list[bytes] = []
             stamps: list[int] = []
             guids: list[str] = []
+            stream_seqs: list[int] = []
             first = 0
             async for stored in log.read_after(log.fence, last.stream_seq):
                 message = stored.message
@@ -346,9 +388,10 @@ class ReplicatedMessages(MessageStore):
                 records.append(message.record)
                 stamps.append(message.timestamp)
                 guids.append(message.guid)
+                stream_seqs.append(stored.stream_seq)
                 log.positions.add(message.sequence, stored.stream_seq)
             if records:
-                self._append(records, stamps, guids, first)
+                self._append(records, stamps, guids, first, stream_seqs)
         if last is not None:
             log.fence = last.stream_seq
             log.last_sequence = max(last.sequence, have)
@@ -356,6 +399,22 @@ class ReplicatedMessages(MessageStore):
 
     def close(self) -> None:
         self.cache.close()
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredFigures:
+    """What a promotion knows of a channel without reading its messages: the figures
+    last recorded, corrected by its last message in the stream and the messages stored
+    after ``recorded_last`` (``tail``, read, with their publish IDs)."""
+
+    first: int  # its first message's sequence (0: none stored)
+    size: int  # the bytes of first..last
+    last_timestamp: int
+    recorded_last: int  # the last sequence of the figures' record
+    last_written: LastWritten | None  # its last message in the stream
+    tail: Sequence[ReadMessage] = ()
+    tail_guids: Sequence[str] = ()
+    stream_first: int = 0  # its first message in the stream (dropped ones included)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stanpkg.stores.base import (
@@ -49,12 +48,11 @@ from stanpkg.stores.base import (
 )
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.conversion import Conversion
+from stanpkg.stores.jetstream.handover import hand_over_or_release
 from stanpkg.stores.jetstream.jetstream_api import connect, raise_if_cancelled, wait_ready
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
-    DEFAULT_CHANNEL_STREAMS,
     LAYOUT_VERSION,
-    LEASE_KEY,
     channel_key,
     client_key,
     kv_stream,
@@ -65,12 +63,13 @@ from stanpkg.stores.jetstream.layout import (
 )
 from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
 from stanpkg.stores.jetstream.lease import Lease
+from stanpkg.stores.jetstream.paged_messages import PageCache, PagedMessages
 from stanpkg.stores.jetstream.promotion import (
     Patience,
     convert_legacy,
     ensure_streams,
     read_added,
-    read_channels,
+    read_figures,
 )
 from stanpkg.stores.jetstream.records import (
     ChannelState,
@@ -85,11 +84,12 @@ from stanpkg.stores.jetstream.records import (
 )
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
-from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage
+from stanpkg.stores.jetstream.settings import ClusterSettings
+from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.standby_view import StandbyView, read_standby_state
 from stanpkg.stores.jetstream.stream_management import remove_stream_peer, stream_replicas
 from stanpkg.stores.jetstream.stream_writer import BatchWriter
-from stanpkg.stores.memory import MemoryMessageStore, MemoryStore
+from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.nuid import next_nuid
 
@@ -99,44 +99,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ClusterSettings", "ClusteredStore"]
 
-MAX_REPLICAS = 5  # JetStream's limit
 LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the reference
 PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
 RETRY_INTERVAL = 0.5
 CONCURRENT_PURGES = 32  # purge requests in flight at once in one lazy round
+FLUSH_WITHIN = 1.5  # seconds for a stopping node's last records
 ALL = 2**63 - 1  # a stream sequence past every message: a purge below it takes them all
-
-
-@dataclass(frozen=True)
-class ClusterSettings:
-    """What the clustered store takes from the plan (resolved by the node)."""
-
-    cluster_id: str
-    node_id: str
-    peers: tuple[str, ...]
-    replicas: int
-    lease_ttl: float  # seconds without renewal after which a standby takes over
-    channel_streams: int = DEFAULT_CHANNEL_STREAMS  # shared streams new channels go to
-
-    @classmethod
-    def from_plan(cls, plan: Plan) -> ClusterSettings:
-        cluster = plan.cluster
-        return cls(
-            cluster_id=plan.cluster_id,
-            node_id=cluster.node_id,
-            peers=cluster.peers,
-            replicas=max(1, min(1 + len(cluster.peers), MAX_REPLICAS)),
-            # Twice the reference's election timeout (4 s by default): JetStream's own
-            # elections of the lease bucket's leader take 1-2 s, which a holder must ride
-            # out without losing the lease.
-            lease_ttl=max(2 * cluster.raft_election_timeout, cluster.raft_lease_timeout) / 1e9,
-            channel_streams=cluster.channel_streams,
-        )
-
-    @property
-    def bucket(self) -> str:
-        """The KV bucket of the cluster's records (:func:`layout.records_bucket`)."""
-        return records_bucket(self.cluster_id)
 
 
 class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
@@ -147,7 +115,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self.plan = plan
         self.log = log
         self.settings = settings
-        self._cache = MemoryStore(plan.store_limits, log)
+        self._cache = MemoryStore(plan.store_limits, log)  # clients, subscriptions, limits
+        self._pages = PageCache(settings.read_cache)  # the channels' messages kept
         self._channels: dict[str, ChannelStore] = {}
         self._leading = False
         self._loaded: RecoveredState | None = None
@@ -156,7 +125,8 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._writer: BatchWriter | None = None
         self._streams: SharedStreams | None = None
         self._state: ReplicatedMap | None = None
-        self._lease: Lease | None = None
+        self._lease: Lease | None = None  # on a thread of its own, with its own connection
+        self._endpoint: NatsEndpoint | None = None  # for the lease's connection
         self._on_lost: Callable[[str], None] | None = None
         self._lazy: asyncio.Task[None] | None = None
         self._pending_flush: asyncio.Task[None] | None = None
@@ -173,12 +143,15 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._standby: StandbyView | None = None  # monitoring while standing by
         self._gathering: LeaderGathering | None = None  # stream leaders onto this node
         self._moves: SharedStreamMoves | None = None  # the shared streams' leaders
+        self._closed: asyncio.Task[None] | None = None  # close's background part
+        self._successor = ""  # the node this one handed the cluster over to
 
     # -- connecting and leading -------------------------------------------------------
 
     async def connect(self, endpoint: NatsEndpoint) -> None:
         name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
         self._conn = await connect(endpoint, name=name)
+        self._endpoint = endpoint
         self._writer = BatchWriter(self._conn)
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
@@ -187,15 +160,11 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._on_lost = on_lost
         self._state = await self._open_state()
         self._state.fence = self._check_lease
-        self._lease = Lease(
-            self._require_conn(),
-            bucket=lease_bucket(settings.cluster_id),
-            key=LEASE_KEY,
-            holder=settings.node_id,
-            ttl=settings.lease_ttl,
-            replicas=settings.replicas,
-            on_lost=self._lost,
-        )
+        assert self._endpoint is not None, "connect() first"
+        self._lease = Lease.for_cluster(
+            self._endpoint, settings.cluster_id, settings.node_id,
+            ttl=settings.lease_ttl, replicas=settings.replicas, on_lost=self._lost,
+        )  # fmt: skip
         self._standby = StandbyView(self._read_standby_state, self.log)
         self._standby.start()
         try:
@@ -332,43 +301,45 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             patience.restart()
         elif decoded is None or decoded.layout != _layout_of(settings.channel_streams):
             self._put(*layout_record(settings.channel_streams))
+        await ensure_streams(streams, patience)
         if decoded is None:
-            await ensure_streams(streams, patience)
             return None
-        channels = {name: index or 0 for name, index in decoded.channels.items()}
-        messages = await read_channels(streams, channels, patience, self.log)
-        return self._restore(decoded, messages)
-
-    def _restore(
-        self, decoded: ClusterRecords, messages: dict[str, list[StoredMessage]]
-    ) -> RecoveredState:
         self._cache.init(decoded.info)
         for client in decoded.clients:
             self._cache.add_client(client)
-        now = time.time_ns()
-        recovered = [
-            self._restore_channel(name, index or 0, decoded, messages, now)
-            for name, index in decoded.channels.items()
-        ]
+        recovered = await self._restore(decoded.channels, decoded, patience)
         return RecoveredState(decoded.info, decoded.clients, recovered)
 
-    def _restore_channel(
-        self,
-        name: str,
-        index: int,
-        decoded: ClusterRecords,
-        messages: dict[str, list[StoredMessage]],
-        now: int,
-    ) -> RecoveredChannel:
-        store = self._open_channel(name, new=False, index=index)
+    async def _restore(
+        self, channels: dict[str, int | None], decoded: ClusterRecords, patience: Patience
+    ) -> list[RecoveredChannel]:
+        """The channels opened from their figures (promotion.read_figures: no message
+        is read but those written after the figures were recorded)."""
+        logs: dict[str, ChannelLog] = {}
+        for name, index in channels.items():
+            msgs = self._open_channel(name, new=False, index=index or 0).msgs
+            assert isinstance(msgs, ReplicatedMessages)
+            logs[name] = msgs.log
+        figures = await read_figures(logs, decoded.states, patience)
+        now = time.time_ns()
+        restored: list[ReplicatedMessages] = []
+        for name, log in logs.items():
+            msgs = self._channels[name].msgs
+            assert isinstance(msgs, ReplicatedMessages) and msgs.log is log
+            msgs.restore(figures[name], now)
+            restored.append(msgs)
+        # Side by side; only a channel over its limits (they changed) reads anything.
+        await asyncio.gather(*(msgs.apply_limits() for msgs in restored))
+        return [self._restore_channel(name, decoded) for name in logs]
+
+    def _restore_channel(self, name: str, decoded: ClusterRecords) -> RecoveredChannel:
+        store = self._channels[name]
         msgs = store.msgs
         assert isinstance(msgs, ReplicatedMessages)
-        figures = decoded.states.get(name)
-        msgs.restore(messages.get(name, []), figures.last if figures else 0, now)
         # What the limits dropped goes from the stream; changed figures are written.
         if msgs.needs_purge:
             self._dirty_purges.add(name)
-        if figures != _figures(msgs):
+        if decoded.states.get(name) != _figures(msgs):
             self._dirty_states.add(name)
         return self._restore_subs(store, decoded)
 
@@ -383,12 +354,13 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._require_leading(), self._require_streams(), names, set(self._channels),
             patience, self.log,
         )  # fmt: skip
-        decoded, now = added.records, time.time_ns()
-        recovered = [
-            self._restore_channel(name, index, decoded, added.messages, now)
+        decoded = added.records
+        channels: dict[str, int | None] = {
+            name: index
             for name, index in added.channels.items()
             if name not in self._channels  # created by a client meanwhile: its own
-        ]
+        }
+        recovered = await self._restore(channels, decoded, patience)
         clients = [client for client in decoded.clients if client.id not in self._cache.clients]
         for client in clients:
             self._cache.add_client(client)
@@ -448,8 +420,6 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         if existing is not None:
             return existing
         cached = self._cache.create_channel(name)  # max_channels
-        msgs = cached.msgs
-        assert isinstance(msgs, MemoryMessageStore)
         state = self._require_leading()
         streams = self._require_streams()
         if new:
@@ -461,7 +431,14 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         # answer, the channel's last message tells this node's write from another's.
         log.writer_id = next_nuid()
         log.settle_leader_of = self._settle_leader
-        replicated = ReplicatedMessages(msgs, log)
+        paged = PagedMessages(
+            name,
+            cached.limits,
+            self.log,
+            self._pages,
+            lambda first, last: log.read_messages(first, last, *paged.neighbours(first)),
+        )
+        replicated = ReplicatedMessages(paged, log)
         replicated.fence = self._check_lease
         replicated.on_change = self._dirty_states.add
         replicated.on_dropped = self._dirty_purges.add
@@ -488,6 +465,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             state.delete(sub_key(name, sub_id))
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
+        msgs.close()  # its pages; the purge below needs only its log
         deletion = asyncio.get_running_loop().create_task(self._purge_channel(name, msgs.log))
         self._deletions[name] = (deletion, msgs.log)
         deletion.add_done_callback(lambda _: self._forget_deletion(name, deletion))
@@ -535,7 +513,6 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
     def close(self) -> None:
         self._closing = True
         self._cache.close()
-        self._channels.clear()
         if self._standby is not None:
             self._standby.stop()
         if self._gathering is not None:
@@ -546,16 +523,36 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             if task is not None:
                 task.cancel()
         if self._lease is not None or self._conn is not None:
-            self._spawn(self._shutdown())
+            self._closed = self._spawn(self._shutdown())
+        else:
+            self._close_channels()
+
+    async def wait_closed(self) -> str:
+        """HandingOverStore's: a stopping serving node hands the cluster over."""
+        if self._closed is not None:
+            await asyncio.shield(self._closed)
+        return self._successor
+
+    def _close_channels(self) -> None:
+        for channel in self._channels.values():
+            channel.msgs.close()  # reads on demand stop
+        self._channels.clear()
 
     async def _shutdown(self) -> None:
         with contextlib.suppress(Exception):
             if self._leading and self._state is not None:
-                await self._flush_lazy_state()
-                await self._state.flush()
+                async with asyncio.timeout(FLUSH_WITHIN):  # without a quorum: no wait
+                    await self._flush_lazy_state()  # the figures of the last second too
+                    await self._state.flush()
+        self._close_channels()
         if self._lease is not None:
             with contextlib.suppress(Exception):
-                await self._lease.release()  # a standby takes over at once
+                # To a running peer when serving (handover.py), else released.
+                self._successor = await hand_over_or_release(
+                    self._lease, self._conn, self.log, serving=self._leading,
+                    cluster_id=self.settings.cluster_id, node_id=self.settings.node_id,
+                    peers=self.settings.peers, streams=self._stream_names(),
+                )  # fmt: skip
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 await self._conn.close()

@@ -30,6 +30,7 @@ __all__ = [
     "ReplicaBehind",
     "StreamState",
     "find_stream_state",
+    "first_of_subject_from",
     "last_of_subject",
     "read_range",
     "read_subject",
@@ -138,6 +139,22 @@ async def read_subject(
             sequence = got[-1][0] + 1
     finally:
         reader.close()
+
+
+async def first_of_subject_from(
+    conn: NatsConnection, stream: str, subject: str, stream_seq: int, timeout: float = API_TIMEOUT
+) -> tuple[int, bytes, bytes] | None:
+    """(stream sequence, headers, data) of the first message of ``subject`` at or after
+    stream sequence ``stream_seq`` (a direct get: the replica that answers may be behind);
+    None when there is none."""
+    reader = _BatchReader(conn, stream)
+    try:
+        got = await reader.get(
+            {"seq": max(stream_seq, 1), "next_by_subj": subject, "batch": 1}, timeout
+        )
+    finally:
+        reader.close()
+    return got[0] if got else None
 
 
 class LastMessage(NamedTuple):

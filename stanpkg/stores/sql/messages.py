@@ -23,7 +23,6 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from stanpkg.plan.limits import Limits
-from stanpkg.plan.units import friendly_bytes
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
     MessageBatch,
@@ -32,6 +31,7 @@ from stanpkg.stores.base import (
     StoredRun,
     StoreError,
     StoreLog,
+    limits_reached,
 )
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
@@ -203,12 +203,7 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
             return False
         if warn and not self._hit_limit:
             self._hit_limit = True
-            self._log.warn(
-                f'Reached limits for store "{self.channel}" '
-                f"(msgs={count}/{max_msgs} "
-                f"bytes={friendly_bytes(self._bytes)}/{friendly_bytes(max_bytes)}), "
-                "dropping old messages to make room for new ones"
-            )
+            self._log.warn(limits_reached(self.channel, self.limits, count, self._bytes))
         while len(self._index) > 1 and (
             (max_msgs > 0 and len(self._index) > max_msgs)
             or (max_bytes > 0 and self._bytes > max_bytes)

@@ -326,6 +326,7 @@ async def test_a_conversion_stopped_between_its_steps_is_completed(
         for channel in state.channels:
             msgs = channel.store.msgs
             assert isinstance(msgs, ReplicatedMessages)
+            await msgs.load(msgs.first_sequence, msgs.last_sequence)  # read on demand
             records = [
                 pb.MsgProto.FromString(msgs.lookup(n) or b"")
                 for n in range(msgs.first_sequence, msgs.last_sequence + 1)

@@ -116,6 +116,8 @@ async def test_limits_drop_from_memory_and_then_from_the_stream(
     try:
         capped = _msgs(other, "capped.a")
         assert (capped.first_sequence, capped.last_sequence, capped.state()[0]) == (8, 10, 3)
+        assert capped.readable_until(8, 10) == 7  # not in memory: read on demand
+        await capped.load(8, 10)
         record = capped.lookup(8)
         assert record is not None and pb.MsgProto.FromString(record).sequence == 8
         aged = _msgs(other, "aged")  # its message 3 may have aged out meanwhile
