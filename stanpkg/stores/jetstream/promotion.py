@@ -25,7 +25,7 @@ from typing import TypeVar
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.conversion import Conversion
-from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, raise_if_cancelled
+from stanpkg.stores.jetstream.jetstream_api import raise_if_cancelled
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords, decode_records
 from stanpkg.stores.jetstream.replicated_messages import RestoredFigures
@@ -44,9 +44,12 @@ __all__ = [
 T = TypeVar("T")
 
 PROMOTION_TIMEOUT = 60.0  # for one step of the promotion to succeed
-CONCURRENT_CHANNEL_READS = 64  # channels whose figures are asked for at once
+CONCURRENT_CHANNEL_READS = 256  # channels whose figures are asked for at once
 LEADER_PROBE_TIMEOUT = 0.5  # the first wait for a stream's leader at promotion
 LEADER_PROBE_RETRY = 0.1
+# A new leader does not answer what was asked before its election: a step is asked again
+# at least this often, so an election is noticed within it (longer only on a loaded host).
+PROBE_CAP = 2.0
 
 
 class Patience:
@@ -83,7 +86,7 @@ class Patience:
                 if not warned:  # once a step: several may wait for their elections
                     self._log.warn(f"Loading the cluster's state, {what}: {exc}")
                     warned = True
-            self.leader_timeout = min(self.leader_timeout + LEADER_PROBE_TIMEOUT, API_TIMEOUT)
+            self.leader_timeout = min(self.leader_timeout + LEADER_PROBE_TIMEOUT, PROBE_CAP)
             await asyncio.sleep(LEADER_PROBE_RETRY)
 
     def check(self, exc: StoreError) -> None:
@@ -96,13 +99,22 @@ class Patience:
 
 
 async def ensure_streams(streams: SharedStreams, patience: Patience) -> None:
-    """Every shared stream created, or checked, in turn."""
-    for index in range(streams.count):
+    """Every shared stream created, or checked, side by side: after a host's death they
+    elect their leaders side by side, and each is asked again on its own until it has one,
+    so the promotion waits for the last election, not for their sum."""
 
-        async def ensure(timeout: float, index: int = index) -> None:
+    async def one(index: int) -> None:
+        async def ensure(timeout: float) -> None:
             await streams.ensure(index, timeout)
 
         await patience.run(ensure)
+
+    tasks = [asyncio.ensure_future(one(index)) for index in range(streams.count)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()  # one failed (its deadline): the others stop too
 
 
 async def convert_legacy(
@@ -161,7 +173,11 @@ async def _figures_of(log: ChannelLog, recorded: ChannelState) -> RestoredFigure
     if last is None:  # every message gone: the channel goes on after the recorded last
         return RestoredFigures(0, 0, 0, recorded.last, None)
     log.start_at(last)
-    stored_first = await log.first_stored() or last.sequence
+    # Where the stream's copy begins: the recorded first when the figures say messages
+    # are kept (what the limits dropped before it is purged by the next purge below), else
+    # asked (a channel without figures, or whose every message was dropped).
+    stored_first = recorded.first if recorded.msgs else 0
+    stored_first = stored_first or await log.first_stored() or last.sequence
     if recorded.last:
         # What the figures dropped may still be in the stream (purged lazily, after).
         kept_from = recorded.first if recorded.msgs else recorded.last + 1
