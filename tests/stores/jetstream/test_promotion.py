@@ -1,6 +1,7 @@
 """Promotion on a real JetStream server: the node that takes the lease loads the records,
-checks the shared streams side by side, once each, and reads each channel's figures, never a stream whole:
-no message is read but those stored after the figures were recorded. A stream still
+checks the shared streams side by side, once each, and reads each channel's figures,
+never a stream whole: no message is read but those stored after the figures were
+recorded. A stream still
 electing (JetStream does not answer for it, as for 4-9 s after its leader died) is asked
 again on its own: the records and the streams checked before it are not asked again.
 One that never answers fails the promotion at the deadline, naming it."""
