@@ -54,8 +54,16 @@ _PORTS_FILE = re.compile(r"_(\d+)\.ports$")
 _CHILD_FILE = re.compile(r"^child_(\d+)\.pid$")
 # Linux: nats-server logs through a file it opens itself on our pipe. Written to its
 # stdout (fd 1), a line after our death kills it with SIGPIPE in the middle of the graceful
-# shutdown that SIGTERM began; to any other descriptor it is a mere EPIPE.
-_LOG_FILE = "/dev/stdout" if sys.platform.startswith("linux") else ""
+# shutdown that SIGTERM began; to any other descriptor it is a mere EPIPE. Only where the
+# path resolves: a bare chroot or a minimal sandbox may have no /dev or /proc mounted.
+_STDOUT_PATH = "/dev/stdout"
+
+
+def _log_file() -> str:
+    linux = sys.platform.startswith("linux")
+    return _STDOUT_PATH if linux and os.path.exists(_STDOUT_PATH) else ""
+
+
 _UNSTARTED_AGE = 600.0  # seconds: a directory without a ports file is left this long
 
 
@@ -240,7 +248,8 @@ class EmbeddedNatsServer:
             for path in remove_leftover_dirs(tempfile.gettempdir(), time.time()):
                 log.debug("removed %s, left by an embedded nats-server that is gone", path)
         self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)
-        self.config_text = render_config(self.config, ports_file_dir=self._dir, log_file=_LOG_FILE)
+        log_file = _log_file()
+        self.config_text = render_config(self.config, ports_file_dir=self._dir, log_file=log_file)
         conf = self._conf_path = os.path.join(self._dir, "nats-server.conf")
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold passwords
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -250,7 +259,7 @@ class EmbeddedNatsServer:
         extra: dict[str, Any] = {"start_new_session": True}
         stdout: int = asyncio.subprocess.PIPE
         read_end = -1
-        if _LOG_FILE:
+        if log_file:
             extra["preexec_fn"] = _die_with_parent
             # A real pipe, which nats-server can open again as its log file: an event
             # loop's own may be a socket pair (uvloop's), which it cannot.

@@ -92,6 +92,20 @@ async def test_start_random_port_and_stop() -> None:
     assert any("Server is ready" in line for line in recorder.lines)
 
 
+async def test_starts_where_dev_stdout_does_not_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare chroot has no /dev or /proc: nats-server logs to its stdout as before, since it
+    could not open the log file it would be given."""
+    from stanpkg.transport import embedded as module
+
+    monkeypatch.setattr(module, "_STDOUT_PATH", "/nonexistent/stdout")
+    recorder = Recorder()
+    async with embedded(EmbeddedNatsConfig(host="127.0.0.1", port=-1), recorder) as server:
+        assert "logfile" not in server.config_text
+        nc = await NatsConnection.connect(server.client_url)
+        await nc.close()
+    assert any("Server is ready" in line for line in recorder.lines)
+
+
 async def test_all_interfaces_gives_loopback_url() -> None:
     recorder = Recorder()
     async with embedded(EmbeddedNatsConfig(host="0.0.0.0", port=-1), recorder) as server:

@@ -8,7 +8,10 @@ writes waiting for the moves. Handed over, the chosen peer finds every leader on
 server and the lease naming it: its promotion starts at once and moves nothing.
 
 * The successor: a peer whose node answers on its node subject (it runs) and whose
-  replica of every stream is current (it can lead them at once), in ``peers`` order.
+  replica of every stream is current (it can lead them at once), in ``peers`` order; when
+  none is seen current in time (a loaded host answers stream infos late), the first
+  running peer all the same: it catches up as any new serving node does, and one named
+  successor beats a race between the standbys.
 * The leaderships: each stream's leader is asked to step down in the successor's favour
   (:func:`stream_management.lead_stream_from`, as the serving node gathers them), all at
   once, and looked at until they landed, MOVES_WITHIN at most. Only when the JetStream
@@ -134,8 +137,8 @@ async def choose_successor(
     conn: NatsConnection, cluster_id: str, peers: Sequence[str], streams: Sequence[str]
 ) -> str:
     """The first of ``peers`` that runs and whose JetStream server (named as the node)
-    has a current replica of every one of ``streams``; "" when none does within
-    CURRENT_WITHIN."""
+    has a current replica of every one of ``streams``, else (none seen current within
+    CURRENT_WITHIN) the first that runs; "" when none runs."""
     running = await _running(conn, cluster_id, peers)
     if not running or not streams:
         return running[0] if running else ""
@@ -153,7 +156,7 @@ async def choose_successor(
                 if all(peer in names for names in current):
                     return peer
         if loop.time() >= deadline:
-            return ""
+            return running[0]
         await asyncio.sleep(POLL)
 
 
