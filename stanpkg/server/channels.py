@@ -168,7 +168,15 @@ class ChannelRegistry:
         """After storing: make sure the oldest message's expiry is scheduled."""
         if channel.limits.max_age <= 0 or channel.age_timer is not None:
             return
+        if channel.msgs.loading:  # a clustered promotion: armed once its figures are read
+            self.loop.create_task(self._arm_once_loaded(channel))
+            return
         self._expire(channel)
+
+    async def _arm_once_loaded(self, channel: Channel) -> None:
+        with contextlib.suppress(StoreError):  # not loaded: the node steps down
+            await channel.msgs.wait_loaded()
+            self.arm_age_timer(channel)
 
     def _expire(self, channel: Channel) -> None:
         channel.age_timer = None

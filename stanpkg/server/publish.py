@@ -110,6 +110,9 @@ class PublishPipeline:
         # A store that writes over the network: batches overlap, committed in order.
         self._pipelined = store.pipelines_writes
         self._commits: deque[asyncio.Task[None]] = deque()
+        # Publishes to channels the store is still loading (a clustered promotion), in
+        # arrival order by channel: queued again, ahead of the rest, once loaded.
+        self._held: dict[str, list[_Pending]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="stan-publish")
@@ -118,7 +121,9 @@ class PublishPipeline:
         """Wait until every queued publish was stored, delivered and acknowledged."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while (self._queue or self._parked or self._busy) and loop.time() < deadline:
+        while (self._queue or self._parked or self._busy or self._held) and (
+            loop.time() < deadline
+        ):
             await asyncio.sleep(0.005)
 
     async def close(self) -> None:
@@ -338,14 +343,23 @@ class PublishPipeline:
         registry = self.channels
         now = time.time_ns()
         groups: dict[str, _ChannelBatch] = {}
-        for name, guid, reply, msg_reply, data in batch:
+        held = self._held
+        for msg in batch:
+            name, guid, reply, msg_reply, data = msg
             group = groups.get(name)
             if group is None:
+                waiting = held.get(name) if held else None
+                if waiting is not None:
+                    waiting.append(msg)  # behind the publishes held before it
+                    continue
                 try:
                     channel = registry.lookup_or_create(name)
                 except ChannelError as exc:
                     log.error(f"Error processing message for subject {name!r}: {exc}")
                     self._reply_error(reply, guid, str(exc))
+                    continue
+                if channel.msgs.loading:
+                    self._hold(channel, msg)
                     continue
                 group = groups[name] = _ChannelBatch(channel, now)
             if group.dedupe is not None and guid:
@@ -372,6 +386,28 @@ class PublishPipeline:
             registry.arm_age_timer(channel)
             channel.last_activity = group.stamp
         return list(groups.values()), stored
+
+    def _hold(self, channel: Channel, msg: _Pending) -> None:
+        self._held[channel.name] = [msg]
+        asyncio.get_running_loop().create_task(self._release(channel))
+
+    async def _release(self, channel: Channel) -> None:
+        """Once the channel is loaded: its held publishes queued again, first."""
+        failure = ""
+        try:
+            await channel.msgs.wait_loaded()
+        except StoreError as exc:
+            failure = str(exc)
+        held = self._held.pop(channel.name, [])
+        if failure:
+            self.log.error(f"Unable to store messages in channel {channel.name!r}: {failure}")
+            for _, guid, reply, _, _ in held:
+                self._reply_error(reply, guid, failure)
+            return
+        # Its timestamps go on after the last stored one, now known.
+        channel.last_ts = max(channel.last_ts, channel.msgs.last_timestamp)
+        self._queue[:0] = held
+        self._wakeup.set()
 
     async def _commit(
         self,

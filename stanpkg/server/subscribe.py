@@ -129,6 +129,13 @@ class SubscribeRequests:
         except ChannelError as exc:
             self._reply_error(reply, str(exc))
             return
+        try:
+            # A clustered store's promotion: the channel's figures are being read.
+            await channel.msgs.wait_loaded()
+        except StoreError as exc:
+            log.error(f"[Client:{req.clientID}] Subscription refused: {exc}")
+            self._reply_error(reply, str(exc))
+            return
         if req.startPosition == pb.TimeDeltaStart:
             # A store that reads on demand reads what the search by time needs first.
             await channel.msgs.find_time(time.time_ns() - req.startTimeDelta)

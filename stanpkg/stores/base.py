@@ -293,6 +293,18 @@ class MessageStore(ABC):
         reading on demand reads what its search needs)."""
         return
 
+    @property
+    def loading(self) -> bool:
+        """Whether the channel is still being loaded (a clustered store's promotion reads
+        each channel's figures once its stream has a leader): until :meth:`wait_loaded`
+        returns, nothing may be stored, no message is readable, and the figures are the
+        last recorded ones. Every other store has its channels loaded at recovery."""
+        return False
+
+    async def wait_loaded(self) -> None:
+        """Returns once the channel is loaded; StoreError when it could not be."""
+        return
+
     @abstractmethod
     def sequence_at_or_after(self, timestamp: int) -> int:
         """First stored sequence whose timestamp is ≥ ``timestamp``; ``last + 1`` if the

@@ -74,6 +74,13 @@ class DelegatingMessageStore(MessageStore):
         await self.inner.find_time(timestamp)
 
     @property
+    def loading(self) -> bool:
+        return self.inner.loading
+
+    async def wait_loaded(self) -> None:
+        await self.inner.wait_loaded()
+
+    @property
     def on_readable(self) -> Callable[[], None] | None:
         return self.inner.on_readable
 

@@ -86,12 +86,3 @@ async def test_a_serving_node_without_a_successor_still_stops_at_once(cluster: C
     assert "No node to hand the cluster over to" in log, log
     assert "[FTL]" not in log, log
     assert took < 6.0
-
-
-def test_the_store_asks_for_a_peer_where_the_node_answers() -> None:
-    """handover.py's node subject is the one the clustered mode answers on (a store may
-    not import the server layer)."""
-    from stanpkg.server.modes.clustered import node_subject
-    from stanpkg.stores.jetstream import handover
-
-    assert handover.node_subject("c1", "b") == node_subject("c1", "b")

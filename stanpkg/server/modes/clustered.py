@@ -21,25 +21,20 @@ from stanpkg.server.errors import StartupError
 from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import FT_STORES_ONLY, LOCKABLE, REPLICATED, StoreError
-from stanpkg.stores.jetstream.layout import migrated_subject
+from stanpkg.stores.jetstream.layout import migrated_subject, node_subject
 from stanpkg.transport.errors import NatsError
 
 if TYPE_CHECKING:
     from stanpkg.server.host import ModeHost
     from stanpkg.transport.connection import MsgHandler, NatsConnection
 
-__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject", "node_subject"]
+__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject"]
 
 NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
 # An operator's "add" may name a node whose interest has not yet crossed the routes, or
 # whose process is busy on a loaded host: it is asked again until this much time is up.
 ADD_PROBE_PATIENCE = 5.0
 SILENCE_CHECK_INTERVAL = 0.1  # how often a standby looks whether the serving node is silent
-
-
-def node_subject(cluster_id: str, node_id: str) -> str:
-    """Where a running node answers for its node ID (so that a second one is refused)."""
-    return f"_STAN.node.{cluster_id}.{node_id}"
 
 
 def membership_subject(cluster_id: str, action: str) -> str:

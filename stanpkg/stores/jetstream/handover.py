@@ -33,12 +33,13 @@ import contextlib
 from collections.abc import Sequence
 
 from stanpkg.stores.base import StoreError, StoreLog
+from stanpkg.stores.jetstream.layout import node_subject
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.stream_management import current_servers, lead_stream_from
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.errors import NatsError
 
-__all__ = ["hand_over_cluster", "hand_over_or_release", "node_subject"]
+__all__ = ["hand_over_cluster", "hand_over_or_release"]
 
 NODE_PROBE_TIMEOUT = 0.5  # a running peer's node answers at once; a stopped one has no subscriber
 CURRENT_WITHIN = 1.0  # for a running peer's replicas to catch up with the last writes
@@ -47,12 +48,6 @@ ASK_AGAIN = 0.5  # a step-down that has not landed yet is asked again
 RELEASE_WITHIN = 1.0  # for the lease's release when there is no successor
 POLL = 0.05
 ATTEMPT_TIMEOUT = 0.25  # one look at a stream (its info, the step-down)
-
-
-def node_subject(cluster_id: str, node_id: str) -> str:
-    """Where a running node answers for its node ID (modes/clustered.py's, which the server
-    layer answers on: a store may not import it)."""
-    return f"_STAN.node.{cluster_id}.{node_id}"
 
 
 async def hand_over_or_release(

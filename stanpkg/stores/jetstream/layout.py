@@ -72,6 +72,7 @@ __all__ = [
     "legacy_stream_name",
     "legacy_stream_subject",
     "migrated_subject",
+    "node_subject",
     "records_bucket",
     "shared_stream_name",
     "shared_stream_prefix",
@@ -203,6 +204,12 @@ def kv_subject(bucket: str, key: str = "") -> str:
     ``kv_subject("B", "client.me")`` is ``$KV.B.client.me``, ``kv_subject("B")`` is
     ``$KV.B.``."""
     return f"$KV.{bucket}.{key}"
+
+
+def node_subject(cluster_id: str, node_id: str) -> str:
+    """Where a running node answers for its node ID: a second node of that ID is refused,
+    and a stopping serving node finds which peers run (``handover.py``)."""
+    return f"_STAN.node.{cluster_id}.{node_id}"
 
 
 def migrated_subject(cluster_id: str) -> str:

@@ -10,9 +10,9 @@ its own; what was read before it is not read again.
 No message is read: each channel's figures (recorded by the serving node once a second)
 are corrected by its last message as its stream's leader has it, its first in the
 stream, and the few messages stored after the figures were recorded
-(:func:`read_figures`). What subscriptions need is read later, on demand
-(``paged_messages``): a promotion's time depends on the number of channels, not on the
-messages stored.
+(:func:`read_figures`, for each channel by ``channel_loads.py``). What subscriptions need
+is read later, on demand (``paged_messages``): a promotion's time depends on the number
+of channels, not on the messages stored.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ __all__ = [
 T = TypeVar("T")
 
 PROMOTION_TIMEOUT = 60.0  # for one step of the promotion to succeed
-CONCURRENT_CHANNEL_READS = 256  # channels whose figures are asked for at once
 LEADER_PROBE_TIMEOUT = 0.5  # the first wait for a stream's leader at promotion
 LEADER_PROBE_RETRY = 0.1
 # A new leader does not answer what was asked before its election: a step is asked again
@@ -147,25 +146,17 @@ async def convert_legacy(
 
 
 async def read_figures(
-    logs: dict[str, ChannelLog],
-    states: dict[str, ChannelState],
-    patience: Patience,
-) -> dict[str, RestoredFigures]:
-    """What each channel (``logs``: its log, by name) holds, without reading its
-    messages: its last message as its stream's leader has it, its first in the stream,
-    and the messages stored after its figures were last recorded (``states``), which are
-    read. The channels are asked side by side; each is asked again while its stream
-    elects a leader."""
-    limit = asyncio.Semaphore(CONCURRENT_CHANNEL_READS)
+    log: ChannelLog, recorded: ChannelState, patience: Patience
+) -> RestoredFigures:
+    """What a channel holds (``log``: its log; ``recorded``: its figures as last
+    recorded), without reading its messages: its last message as its stream's leader has
+    it, its first in the stream, and the messages stored after its figures were last
+    recorded, which are read. Asked again while its stream elects a leader."""
 
-    async def one(name: str, log: ChannelLog) -> tuple[str, RestoredFigures]:
-        async def step(_timeout: float) -> RestoredFigures:
-            return await _figures_of(log, states.get(name) or ChannelState())
+    async def step(_timeout: float) -> RestoredFigures:
+        return await _figures_of(log, recorded)
 
-        async with limit:
-            return name, await patience.run(step)
-
-    return dict(await asyncio.gather(*(one(name, log) for name, log in logs.items())))
+    return await patience.run(step)
 
 
 async def _figures_of(log: ChannelLog, recorded: ChannelState) -> RestoredFigures:

@@ -69,6 +69,44 @@ class ReplicatedMessages(MessageStore):
         # messages all go from the stream only when these figures say where it goes on.
         self.recorded_last = 0
         cache.on_trimmed = self._changed  # the limits applied once a page was read
+        # At promotion, until its stream has a leader and its figures are read (the
+        # store's ChannelLoads): (count, bytes, first, last) as last recorded, shown
+        # meanwhile; nothing is stored or readable until finish_loading.
+        self._loading: asyncio.Future[None] | None = None
+        self._recorded_figures = (0, 0, 0, 0)
+        self.wanted = asyncio.Event()  # a waiter asks for it: it is read first
+
+    # -- loading at promotion ------------------------------------------------------------
+
+    def start_loading(self, count: int, size: int, first: int, last: int) -> None:
+        self._loading = asyncio.get_running_loop().create_future()
+        self._recorded_figures = (count, size, first, last)
+
+    @property
+    def loading(self) -> bool:
+        return self._loading is not None
+
+    async def wait_loaded(self) -> None:
+        loading = self._loading
+        if loading is not None:
+            self.wanted.set()
+            await asyncio.shield(loading)
+
+    def finish_loading(self, failure: StoreError | None = None) -> None:
+        """Loaded (after :meth:`restore` and :meth:`apply_limits`), or not loadable: the
+        waiters go on, and deliveries start."""
+        loading, self._loading = self._loading, None
+        if loading is None or loading.done():
+            return
+        if failure is None:
+            loading.set_result(None)
+        else:
+            self._loading = loading  # stays unservable: the node steps down
+            loading.set_exception(failure)
+            loading.exception()  # retrieved: a waiter is optional
+            return
+        if self.cache.on_readable is not None:
+            self.cache.on_readable()
 
     def restore(self, figures: RestoredFigures, now: int) -> None:
         """The channel at promotion, from its figures (no message read but those written
@@ -109,10 +147,14 @@ class ReplicatedMessages(MessageStore):
 
     @property
     def first_sequence(self) -> int:
+        if self._loading is not None:
+            return self._recorded_figures[2]
         return self.cache.first_sequence
 
     @property
     def last_sequence(self) -> int:
+        if self._loading is not None:
+            return self._recorded_figures[3]
         return self.cache.last_sequence  # what subscribers may be sent: written
 
     @property
@@ -125,9 +167,13 @@ class ReplicatedMessages(MessageStore):
         return self._stamps[-1] if self._stamps else self.cache.last_timestamp
 
     def state(self) -> tuple[int, int]:
+        if self._loading is not None:
+            return self._recorded_figures[:2]
         return self.cache.state()
 
     def store(self, batch: MessageBatch) -> StoredRun:
+        if self._loading is not None:  # the server waits for wait_loaded first
+            raise StoreError(f"channel {self.cache.channel!r} is still being loaded")
         first = self.last_assigned_sequence + 1
         messages = batch.messages
         count = len(messages)
@@ -149,19 +195,25 @@ class ReplicatedMessages(MessageStore):
         return self.cache.lookup_run(first, last)
 
     def readable_until(self, first: int, last: int) -> int:
+        if self._loading is not None:
+            return first - 1  # on_readable once loaded
         return self.cache.readable_until(first, last)
 
     async def find_time(self, timestamp: int) -> None:
+        await self.wait_loaded()
         await self.cache.find_time(timestamp)
 
     async def load(self, first: int, last: int) -> None:
-        """The messages first..last in memory (a promotion: the pending ones)."""
+        """The messages first..last in memory, once the channel is loaded."""
+        await self.wait_loaded()
         await self.cache.load(first, last)
 
     def sequence_at_or_after(self, timestamp: int) -> int:
         return self.cache.sequence_at_or_after(timestamp)
 
     def expire(self, now: int) -> int:
+        if self._loading is not None:
+            return 0  # restore expires what aged meanwhile
         first = self.cache.first_sequence
         stamp = self.cache.expire(now)
         if self.cache.first_sequence != first:

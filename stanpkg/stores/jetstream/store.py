@@ -11,13 +11,14 @@
   ``replicated_subs.py``), written in batches.
 * Names, keys and the records' bytes are ``layout.py``'s and ``records.py``'s.
 * One node serves: the holder of the lease (``lease.py``). The others stand by; the one
-  that takes the lease over loads the whole state — records and messages, each shared
-  stream read once (``promotion.py``), a cluster of layout 1 converted first
-  (``conversion.py``) — into a :class:`MemoryStore` and serves from it, as the
-  reference's leader serves from its local store. The memory store applies the channel
-  limits; what it drops is purged from the streams lazily.
+  that takes the lease over reads the records (a cluster of layout 1 converted first,
+  ``conversion.py``) and serves at once, each channel once its own shared stream
+  answers and its figures are read (``channel_loads.py``, ``promotion.py``): no message
+  is read at promotion. Messages are kept in pages while memory allows and read from the
+  stream on demand (``paged_messages.py``); the pages' figures apply the channel limits,
+  and what they drop is purged from the streams lazily.
 * Nothing runs per channel while the cluster is idle: positions, figures and purges are
-  replicated once a second for the channels that changed only.
+  replicated once a second for the channels that changed only (``lazy_replication.py``).
 
 Before this node holds the lease it knows nothing: ``recover`` returns None and writes are
 refused, so a follower never touches the cluster's state.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,7 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
 )
+from stanpkg.stores.jetstream.channel_loads import ChannelLoads
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.handover import hand_over_or_release
@@ -61,18 +62,12 @@ from stanpkg.stores.jetstream.layout import (
     state_key,
     sub_key,
 )
+from stanpkg.stores.jetstream.lazy_replication import LazyReplication, figures_of
 from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.paged_messages import PageCache, PagedMessages
-from stanpkg.stores.jetstream.promotion import (
-    Patience,
-    convert_legacy,
-    ensure_streams,
-    read_added,
-    read_figures,
-)
+from stanpkg.stores.jetstream.promotion import Patience, convert_legacy, read_added
 from stanpkg.stores.jetstream.records import (
-    ChannelState,
     ClusterRecords,
     Layout,
     channel_record,
@@ -80,7 +75,6 @@ from stanpkg.stores.jetstream.records import (
     decode_records,
     layout_record,
     server_record,
-    state_record,
 )
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
@@ -99,10 +93,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ClusterSettings", "ClusteredStore"]
 
-LAZY_STATE_INTERVAL = 1.0  # sent/acked sequences are replicated lazily, as the reference
 PEERS_TIMEOUT = 60.0  # until JetStream has the quorum the replicas need
 RETRY_INTERVAL = 0.5
-CONCURRENT_PURGES = 32  # purge requests in flight at once in one lazy round
 FLUSH_WITHIN = 1.5  # seconds for a stopping node's last records
 ALL = 2**63 - 1  # a stream sequence past every message: a purge below it takes them all
 
@@ -128,13 +120,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._lease: Lease | None = None  # on a thread of its own, with its own connection
         self._endpoint: NatsEndpoint | None = None  # for the lease's connection
         self._on_lost: Callable[[str], None] | None = None
-        self._lazy: asyncio.Task[None] | None = None
         self._pending_flush: asyncio.Task[None] | None = None
-        # What the lazy replication visits: channels whose subscription positions
-        # changed, whose figures changed, whose memory dropped messages to purge.
-        self._dirty_subs: set[str] = set()
-        self._dirty_states: set[str] = set()
-        self._dirty_purges: set[str] = set()
+        self._lazy = LazyReplication(self._channels, lambda: self._state, log)
+        self._loads: ChannelLoads | None = None  # this leadership's, at promotion
         # Channels deleted here whose messages are being (or could not be) purged, with
         # the subject they were on.
         self._deletions: dict[str, tuple[asyncio.Task[bool], ChannelLog]] = {}
@@ -177,21 +165,35 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._loaded = await self._load()
         except BaseException:
             self._leading = False
+            if self._loads is not None:
+                self._loads.cancel()
             raise
-        self._lazy = asyncio.get_running_loop().create_task(self._replicate_lazily())
-        if settings.replicas > 1:
-            records = self._record_streams()
-            shared = self._require_streams().names()
-            # Swept: the records, the lease, and the shared streams whose move at
-            # promotion missed (see SharedStreamMoves).
-            self._gathering = LeaderGathering(
-                self._require_conn(), lambda: [*records, *moves.missed(shared)], self.log
-            )
-            moves = self._moves = SharedStreamMoves(self._gathering)
-            self._gathering.start()
-            for stream in shared:
-                moves.start(stream)
+        self._lazy.start()
         return True
+
+    async def wait_loaded(self) -> None:
+        """Until every channel of this leadership's promotion is loaded (or failed)."""
+        if self._loads is not None:
+            await self._loads.wait()
+
+    def _gather_leaders(self, streams: SharedStreams) -> None:
+        """The stream leaders onto this node's server: the records' and the lease's by a
+        sweep, each shared stream's once it answers (ChannelLoads' on_ensured)."""
+        if self.settings.replicas <= 1:
+            return
+        records = self._record_streams()
+        shared = streams.names()
+        # Swept: the records, the lease, and the shared streams whose move at
+        # promotion missed (see SharedStreamMoves).
+        self._gathering = LeaderGathering(
+            self._require_conn(), lambda: [*records, *moves.missed(shared)], self.log
+        )
+        moves = self._moves = SharedStreamMoves(self._gathering)
+        self._gathering.start()
+
+    def _stream_ensured(self, stream: str) -> None:
+        if self._moves is not None:
+            self._moves.start(stream)
 
     async def _settle_leader(self, stream: str) -> None:
         if self._moves is not None:
@@ -301,47 +303,63 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             patience.restart()
         elif decoded is None or decoded.layout != _layout_of(settings.channel_streams):
             self._put(*layout_record(settings.channel_streams))
-        await ensure_streams(streams, patience)
+        self._gather_leaders(streams)
+        if decoded is not None:
+            self._cache.init(decoded.info)
+            for client in decoded.clients:
+                self._cache.add_client(client)
+        # The node serves from here on; each channel once its own stream answers.
+        loads = self._loads = self._channel_loads(streams, patience, decoded, self._load_failed)
+        opened = self._open_recorded(decoded.channels if decoded is not None else {})
+        loads.start(opened, decoded.states if decoded is not None else {})
         if decoded is None:
             return None
-        self._cache.init(decoded.info)
-        for client in decoded.clients:
-            self._cache.add_client(client)
-        recovered = await self._restore(decoded.channels, decoded, patience)
+        recovered = [self._restore_subs(self._channels[name], decoded) for name in decoded.channels]
         return RecoveredState(decoded.info, decoded.clients, recovered)
 
-    async def _restore(
-        self, channels: dict[str, int | None], decoded: ClusterRecords, patience: Patience
-    ) -> list[RecoveredChannel]:
-        """The channels opened from their figures (promotion.read_figures: no message
-        is read but those written after the figures were recorded)."""
-        logs: dict[str, ChannelLog] = {}
+    def _open_recorded(
+        self, channels: dict[str, int | None]
+    ) -> dict[int, dict[str, ReplicatedMessages]]:
+        """The recorded ``channels`` opened (to be loaded), by shared stream."""
+        opened: dict[int, dict[str, ReplicatedMessages]] = {}
         for name, index in channels.items():
             msgs = self._open_channel(name, new=False, index=index or 0).msgs
             assert isinstance(msgs, ReplicatedMessages)
-            logs[name] = msgs.log
-        figures = await read_figures(logs, decoded.states, patience)
-        now = time.time_ns()
-        restored: list[ReplicatedMessages] = []
-        for name, log in logs.items():
-            msgs = self._channels[name].msgs
-            assert isinstance(msgs, ReplicatedMessages) and msgs.log is log
-            msgs.restore(figures[name], now)
-            restored.append(msgs)
-        # Side by side; only a channel over its limits (they changed) reads anything.
-        await asyncio.gather(*(msgs.apply_limits() for msgs in restored))
-        return [self._restore_channel(name, decoded) for name in logs]
+            opened.setdefault(index or 0, {})[name] = msgs
+        return opened
 
-    def _restore_channel(self, name: str, decoded: ClusterRecords) -> RecoveredChannel:
-        store = self._channels[name]
-        msgs = store.msgs
-        assert isinstance(msgs, ReplicatedMessages)
-        # What the limits dropped goes from the stream; changed figures are written.
-        if msgs.needs_purge:
-            self._dirty_purges.add(name)
-        if decoded.states.get(name) != _figures(msgs):
-            self._dirty_states.add(name)
-        return self._restore_subs(store, decoded)
+    def _channel_loads(
+        self,
+        streams: SharedStreams,
+        patience: Patience,
+        decoded: ClusterRecords | None,
+        on_failed: Callable[[str], None],
+    ) -> ChannelLoads:
+        recorded = decoded.states if decoded is not None else {}
+
+        def loaded(name: str) -> None:
+            msgs = self._lazy.replicated(name)
+            if msgs is None:
+                return
+            # What the limits dropped goes from the stream; changed figures are written.
+            if msgs.needs_purge:
+                self._lazy.dropped.add(name)
+            if recorded.get(name) != figures_of(msgs):
+                self._lazy.states_changed.add(name)
+
+        return ChannelLoads(
+            streams, patience,
+            on_ensured=self._stream_ensured, on_loaded=loaded, on_failed=on_failed,
+        )  # fmt: skip
+
+    def _load_failed(self, reason: str) -> None:
+        """A stream of the promotion could not be loaded: its channels cannot be served
+        here, so this node steps down (handing over to a peer that may load it)."""
+        if self._closing or not self._leading:
+            return
+        self.log.error(f"Unable to serve the cluster: {reason}")
+        if self._on_lost is not None:
+            self._on_lost(f"cluster state not loaded: {reason}")
 
     async def load_channels(self, names: list[str]) -> RecoveredState:
         """While serving: the channels ``names`` another writer (``stanpkg migrate``)
@@ -360,7 +378,13 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             for name, index in added.channels.items()
             if name not in self._channels  # created by a client meanwhile: its own
         }
-        recovered = await self._restore(channels, decoded, patience)
+        failures: list[str] = []
+        loads = self._channel_loads(self._require_streams(), patience, decoded, failures.append)
+        loads.start(self._open_recorded(channels), decoded.states)
+        await loads.wait()
+        if failures:
+            raise StoreError(failures[0])
+        recovered = [self._restore_subs(self._channels[name], decoded) for name in channels]
         clients = [client for client in decoded.clients if client.id not in self._cache.clients]
         for client in clients:
             self._cache.add_client(client)
@@ -440,17 +464,19 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         )
         replicated = ReplicatedMessages(paged, log)
         replicated.fence = self._check_lease
-        replicated.on_change = self._dirty_states.add
-        replicated.on_dropped = self._dirty_purges.add
+        replicated.on_change = self._lazy.states_changed.add
+        replicated.on_dropped = self._lazy.dropped.add
         if new:
-            replicated.prepare = lambda: self._prepare_new_channel(name)
+            replicated.prepare = lambda: self._prepare_new_channel(name, index)
+            if self._loads is not None:
+                self._loads.created(index, replicated)
         subs = ReplicatedSubscriptions(cached.subs, state, name)
-        subs.on_change = self._dirty_subs.add
+        subs.on_change = self._lazy.subs_changed.add
         channel = ChannelStore(name, replicated, subs, cached.limits)
         self._channels[name] = channel
         if new:
             self._put(*channel_record(name, index))
-            self._dirty_states.add(name)
+            self._lazy.states_changed.add(name)
         return channel
 
     def delete_channel(self, name: str) -> None:
@@ -496,10 +522,13 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._schedule_flush()
         return True
 
-    async def _prepare_new_channel(self, name: str) -> None:
-        """Before a new channel's first write: its record on a quorum (the node that takes
-        over learns the channels from the records), and the messages of a channel of that
-        name deleted here gone (the new one starts where no message of it is)."""
+    async def _prepare_new_channel(self, name: str, index: int) -> None:
+        """Before a new channel's first write: its stream answering (at promotion it may
+        still elect a leader), its record on a quorum (the node that takes over learns the
+        channels from the records), and the messages of a channel of that name deleted
+        here gone (the new one starts where no message of it is)."""
+        if self._loads is not None:
+            await self._loads.ensured(index)
         await self.records_durable()
         found = self._deletions.get(name)
         if found is None:
@@ -519,9 +548,11 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             self._gathering.stop()
         if self._moves is not None:
             self._moves.cancel()
-        for task in (self._lazy, self._pending_flush):
-            if task is not None:
-                task.cancel()
+        self._lazy.stop()
+        if self._loads is not None:
+            self._loads.cancel()
+        if self._pending_flush is not None:
+            self._pending_flush.cancel()
         if self._lease is not None or self._conn is not None:
             self._closed = self._spawn(self._shutdown())
         else:
@@ -542,7 +573,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         with contextlib.suppress(Exception):
             if self._leading and self._state is not None:
                 async with asyncio.timeout(FLUSH_WITHIN):  # without a quorum: no wait
-                    await self._flush_lazy_state()  # the figures of the last second too
+                    await self._lazy.flush()  # the figures of the last second too
                     await self._state.flush()
         self._close_channels()
         if self._lease is not None:
@@ -595,91 +626,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         except StoreError as exc:
             self.log.error(f"Unable to replicate the cluster state: {exc}")
 
-    async def _replicate_lazily(self) -> None:
-        while not self._closing:
-            await asyncio.sleep(LAZY_STATE_INTERVAL)
-            try:
-                await self._flush_lazy_state()
-            except StoreError as exc:
-                self.log.error(f"Unable to replicate subscription positions: {exc}")
-
-    async def _flush_lazy_state(self) -> None:
-        """The channels that changed since the last round, and those only: their
-        subscriptions' positions and their figures, on a quorum; then the messages their
-        memory dropped purged from the streams (after the figures: a channel whose every
-        message goes keeps its last sequence in them)."""
-        # Taken by copy: the channels hold the sets' bound ``add``.
-        subs_changed, states, purges = _take(
-            self._dirty_subs, self._dirty_states, self._dirty_purges
-        )
-        for name in subs_changed:
-            channel = self._channels.get(name)
-            if channel is not None:
-                subs = channel.subs
-                assert isinstance(subs, ReplicatedSubscriptions)
-                subs.write_changed()
-        state = self._state
-        if state is None:
-            return
-        written: list[tuple[ReplicatedMessages, int]] = []
-        for name in states:
-            channel = self._channels.get(name)
-            if channel is not None:
-                msgs = channel.msgs
-                assert isinstance(msgs, ReplicatedMessages)
-                figures = _figures(msgs)
-                state.put(*state_record(name, figures))
-                written.append((msgs, figures.last))
-        try:
-            await state.flush()
-        except StoreError:
-            self._dirty_purges |= purges  # not before the figures are replicated
-            raise
-        for msgs, last in written:
-            msgs.recorded_last = max(msgs.recorded_last, last)
-        await self._purge(purges)
-
-    async def _purge(self, names: set[str]) -> None:
-        limit = asyncio.Semaphore(CONCURRENT_PURGES)
-        failures: list[str] = []
-
-        async def one(name: str) -> None:
-            channel = self._channels.get(name)
-            if channel is None:
-                return
-            msgs = channel.msgs
-            assert isinstance(msgs, ReplicatedMessages)
-            async with limit:
-                purging = msgs.purge_dropped()
-                failure = await purging if purging is not None else ""
-            if failure:
-                failures.append(failure)
-                self._dirty_purges.add(name)  # the next round tries again
-
-        await asyncio.gather(*(one(name) for name in names))
-        if failures:
-            self.log.error(
-                f"Unable to purge the dropped messages of {len(failures)} channel(s) "
-                f"(tried again): {failures[0]}"
-            )
-
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         return task
-
-
-def _take(*dirty: set[str]) -> list[set[str]]:
-    """A copy of each set, each emptied."""
-    taken = [set(names) for names in dirty]
-    for names in dirty:
-        names.clear()
-    return taken
-
-
-def _figures(msgs: ReplicatedMessages) -> ChannelState:
-    """A channel's figures as its memory store has them."""
-    count, size = msgs.state()
-    return ChannelState(count, size, msgs.first_sequence, msgs.last_sequence)
 
 
 def _layout_of(streams: int) -> Layout:

@@ -26,6 +26,7 @@ async def _serving(url: str, log: LogCapture) -> ClusteredStore:
     node = _store(cluster_id, "a", log)
     await node.connect(NatsEndpoint(url))
     assert await node.acquire_exclusive_lock(lambda _reason: None)
+    await node.wait_loaded()  # its streams answer: channels are created at once
     assert node.recover() is None
     node.init(ServerInfo.for_cluster(cluster_id, "_STAN.discover"))
     return node

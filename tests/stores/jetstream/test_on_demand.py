@@ -18,6 +18,7 @@ import pytest
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import MessageBatch, ServerInfo
 from stanpkg.stores.jetstream import channel_reader, shared_streams
+from stanpkg.stores.jetstream.lazy_replication import LazyReplication
 from stanpkg.stores.jetstream.paged_messages import PAGE
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.store import ClusteredStore
@@ -36,6 +37,7 @@ def _with_cache(node: ClusteredStore, budget: int) -> ClusteredStore:
 async def _serve(url: str, node: ClusteredStore) -> ClusteredStore:
     await node.connect(NatsEndpoint(url))
     assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
+    await node.wait_loaded()  # every channel's figures read: a promotion's end
     if node.recover() is None:
         node.init(ServerInfo.for_cluster(node.settings.cluster_id, "_STAN.discover"))
     return node
@@ -149,13 +151,13 @@ async def test_the_messages_stored_after_the_recorded_figures_are_read_at_promot
     cluster_id = new_cluster_id()
     first = await _serve(jetstream_url, _node(cluster_id, "a", None, LogCapture()))
     await _fill(first, "tail", 500)
-    await first._flush_lazy_state()
+    await first._lazy.flush()
     # The next ones are written, their figures never recorded: the node "dies".
     msgs = _msgs(first, "tail")
     msgs.store(MessageBatch(time.time_ns(), [("", b"late-1"), ("", b"late-2")], ["g1", "g2"]))
     await msgs.flush()
     expected = msgs.state()
-    monkeypatch.setattr(ClusteredStore, "_flush_lazy_state", _nothing)
+    monkeypatch.setattr(LazyReplication, "flush", _nothing)
     await _stop(first)
     monkeypatch.undo()
 
@@ -171,7 +173,7 @@ async def test_the_messages_stored_after_the_recorded_figures_are_read_at_promot
         await _stop(second)
 
 
-async def _nothing(_self: ClusteredStore) -> None:
+async def _nothing(_self: LazyReplication) -> None:
     return
 
 

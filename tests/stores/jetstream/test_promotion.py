@@ -4,7 +4,8 @@ never a stream whole: no message is read but those stored after the figures were
 recorded. A stream still
 electing (JetStream does not answer for it, as for 4-9 s after its leader died) is asked
 again on its own: the records and the streams checked before it are not asked again.
-One that never answers fails the promotion at the deadline, naming it."""
+Each channel serves once its own stream answered. One that never answers fails its
+channels at the deadline, naming it, and the node steps down."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from stanpkg.stores.base import MessageBatch, StoreError
-from stanpkg.stores.jetstream import promotion
+from stanpkg.stores.jetstream import channel_loads, promotion
 from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, ConnectionClosed, Pipeline
 from stanpkg.stores.jetstream.layout import channel_stream_index
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
@@ -100,10 +101,14 @@ async def test_a_stream_electing_is_asked_again_alone(
         assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
         state = node.recover()
         assert state is not None
-        got = {
-            c.store.name: (c.store.msgs.first_sequence, c.store.msgs.last_sequence)
-            for c in state.channels
-        }
+        msgs = {c.store.name: c.store.msgs for c in state.channels}
+        # Each channel serves once its own stream answers: the others do not wait for the
+        # one electing (three failed asks, 0.9 s at least).
+        await asyncio.wait_for(msgs["a.first"].wait_loaded(), 30)
+        await asyncio.wait_for(msgs["c.first"].wait_loaded(), 30)
+        assert msgs["b.electing"].loading and not msgs["a.first"].loading
+        await asyncio.wait_for(msgs["b.electing"].wait_loaded(), 30)
+        got = {name: (m.first_sequence, m.last_sequence) for name, m in msgs.items()}
         assert got == {name: (1, count) for name, count in CONTENT.items()}
         assert faults.ensures == {index: 4 if index == ELECTING else 1 for index in range(16)}
         assert not faults.reads  # no stream is read whole
@@ -111,15 +116,24 @@ async def test_a_stream_electing_is_asked_again_alone(
         assert len(waiting) == 1 and f"_ch{ELECTING} " in waiting[0], waiting
 
 
-async def test_a_stream_that_never_answers_fails_the_promotion_at_the_deadline(
+async def test_a_stream_that_never_answers_fails_its_channels_at_the_deadline(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
     faults = Faults(monkeypatch, ELECTING, times=10**6)
     monkeypatch.setattr(promotion, "PROMOTION_TIMEOUT", 1.5)
     async with _taking_over(jetstream_url, cluster_id) as node:
-        with pytest.raises(StoreError, match=rf"unable to load the cluster.s state.*_ch{ELECTING}"):
-            await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
+        lost: list[str] = []
+        assert await asyncio.wait_for(node.acquire_exclusive_lock(lost.append), 30)
+        state = node.recover()
+        assert state is not None
+        msgs = {c.store.name: c.store.msgs for c in state.channels}
+        # The channels of the streams that answer serve; the node steps down at the
+        # deadline (to hand over to a peer that may load the stream).
+        await asyncio.wait_for(msgs["a.first"].wait_loaded(), 30)
+        with pytest.raises(StoreError, match=rf"_ch{ELECTING}: unable to load the cluster.s state"):
+            await asyncio.wait_for(msgs["b.electing"].wait_loaded(), 30)
+        assert len(lost) == 1 and f"_ch{ELECTING}" in lost[0], lost
         assert faults.reads[ELECTING] == 0 and faults.ensures[ELECTING] > 1
         # The others were asked side by side, once each: only the electing one again.
         assert all(faults.ensures[i] == 1 for i in range(16) if i != ELECTING)
@@ -136,6 +150,7 @@ async def test_many_channels_are_restored_from_their_figures(
         assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
         state = node.recover()
         assert state is not None
+        await node.wait_loaded()
         got = {c.store.name: c.store.msgs.state()[0] for c in state.channels}
         assert got == content
         assert not faults.reads
@@ -193,3 +208,31 @@ async def test_a_new_channels_first_write_waits_for_its_record(
 def _batch(stamp: int = 1) -> MessageBatch:
     """A publish batch of one message (data b"x") stamped ``stamp``."""
     return MessageBatch(stamp, [("", b"x")])
+
+
+async def test_a_channel_waited_for_is_read_before_its_turn(
+    jetstream_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Channels are read a few at a time; the one a publish or a subscription waits for
+    does not wait for its turn."""
+    content = {f"turn.{n}": 1 for n in range(40)}
+    cluster_id = await _written(jetstream_url, content)
+    monkeypatch.setattr(channel_loads, "CONCURRENT_READS", 1)
+    real = promotion._figures_of
+
+    async def slow(log: Any, recorded: Any) -> Any:
+        await asyncio.sleep(0.05)
+        return await real(log, recorded)
+
+    monkeypatch.setattr(promotion, "_figures_of", slow)
+    async with _taking_over(jetstream_url, cluster_id) as node:
+        assert await asyncio.wait_for(node.acquire_exclusive_lock(lambda _reason: None), 30)
+        state = node.recover()
+        assert state is not None
+        msgs = {c.store.name: c.store.msgs for c in state.channels}
+        last = sorted(msgs)[-1]
+        await asyncio.wait_for(msgs[last].wait_loaded(), 30)
+        assert msgs[last].last_sequence == 1
+        assert sum(m.loading for m in msgs.values()) >= 35  # the others wait their turn
+        await node.wait_loaded()
+        assert not any(m.loading for m in msgs.values())

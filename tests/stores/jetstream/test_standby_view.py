@@ -45,6 +45,7 @@ async def _leader(url: str, cluster_id: str) -> ClusteredStore:
     store = _store(cluster_id, "a")
     await store.connect(NatsEndpoint(url))
     assert await store.acquire_exclusive_lock(lambda _reason: None)
+    await store.wait_loaded()  # its streams answer: channels are created at once
     assert store.recover() is None
     store.init(ServerInfo.for_cluster(cluster_id, "_STAN.discover"))
     return store
