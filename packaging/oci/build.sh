@@ -25,11 +25,15 @@ run debootstrap --variant=minbase --include=python3,ca-certificates bookworm "$r
     "$(bash "$ROOT/packaging/debian-mirror.sh")"
 
 # The service user, with a fixed ID (the image config names it): it owns /data only.
+# /data is also group 0's, read-write: platforms that run images as an arbitrary user
+# with group 0 (OpenShift) can write it too. Nothing else is written by the server.
 run in_root groupadd --system --gid 10001 stanpkg
 run in_root useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home \
     --shell /usr/sbin/nologin stanpkg
-install -d -m 0750 -o 10001 -g 10001 "$rootfs/data"
+install -d -m 0770 -o 10001 -g 0 "$rootfs/data"
 install -D -m 0644 "$ROOT/packaging/oci/stan.conf" "$rootfs/etc/stanpkg/stan.conf"
+# stanpkg run with the configuration file above, the container's arguments after it.
+install -D -m 0755 "$ROOT/packaging/oci/entrypoint.sh" "$rootfs/usr/local/bin/stanpkg-entrypoint"
 
 # The venv, as the deb's postinst makes it, from the bundled wheels and no index.
 mkdir -p "$rootfs/tmp/wheels"

@@ -1,6 +1,6 @@
 """Sets the configuration of the OCI image that packaging/oci/build.sh assembled with umoci:
-how it runs (the same entry point and flags as ``stanpkg run``), its user, ports, volume,
-health check and labels.
+how it runs (``stanpkg run`` with the packaged configuration, entrypoint.sh), its user,
+ports, volume, health check and labels.
 
 By hand because no OCI tool writes a health check into an OCI image: the OCI config has no
 field for it, buildah keeps it only in Docker's format and drops it when it writes an OCI
@@ -31,6 +31,7 @@ HEALTH_COMMAND = [
     "-c",
     f"import urllib.request; urllib.request.urlopen({HEALTH_URL!r}, timeout=3)",
 ]
+ENTRYPOINT = "/usr/local/bin/stanpkg-entrypoint"  # packaging/oci/entrypoint.sh (build.sh)
 UID = 10001  # the image's stanpkg user (build.sh creates it); numeric for runAsNonRoot
 
 
@@ -38,8 +39,10 @@ def image_config(version: str) -> dict[str, Any]:
     """The ``config`` of the image: what a runtime starts and how."""
     return {
         "User": f"{UID}:{UID}",
-        "Entrypoint": ["/opt/stanpkg/bin/stanpkg", "run"],
-        "Cmd": ["-sc", "/etc/stanpkg/stan.conf"],
+        # stanpkg run -sc /etc/stanpkg/stan.conf, the container's arguments added after it
+        # (packaging/oci/entrypoint.sh): arguments given to the image change the packaged
+        # configuration instead of replacing it, as a Cmd would be.
+        "Entrypoint": [ENTRYPOINT],
         "WorkingDir": "/data",
         "Env": [
             "PATH=/opt/stanpkg/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -127,14 +127,21 @@ class MonitorApp:
             return await handler(request)
         except web.HTTPException:
             raise
-        except ConnectionError:
-            # The client hung up mid-answer (a scraper's timeout): normal, and aiohttp
-            # drops the connection quietly when it sees this.
+        except ConnectionError as exc:
+            transport = request.transport
+            if transport is not None and not transport.is_closing():
+                return self._internal_error(request, exc)  # not the client's leaving
+            # The client hung up before or during the answer (a probe's or scraper's
+            # timeout): normal. Raised on, aiohttp would log it as an unhandled error with
+            # its traceback; a response it cannot send makes it drop the connection quietly.
             self.log.debug(f"Monitoring: client left during {request.path}")
-            raise
+            return web.Response(status=499, reason="Client Closed Request")
         except Exception as exc:
-            self.log.error(f"Monitoring: error handling {request.path}: {exc!r}")
-            return plain_error(500, f"Internal error: {exc}")
+            return self._internal_error(request, exc)
+
+    def _internal_error(self, request: web.Request, exc: Exception) -> web.Response:
+        self.log.error(f"Monitoring: error handling {request.path}: {exc!r}")
+        return plain_error(500, f"Internal error: {exc}")
 
     async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)

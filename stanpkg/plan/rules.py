@@ -7,7 +7,6 @@ reference server's wording where an operator may search for it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 from stanpkg.plan.context import Context
 from stanpkg.plan.gotime import format_duration
 from stanpkg.plan.options import OPTIONS, Kind
+from stanpkg.plan.path_checks import directory_problem, file_problem
 from stanpkg.plan.redact import redact_urls
 from stanpkg.plan.sql_source import DsnError, parse_mysql_dsn
 from stanpkg.plan.subjects import channel_name_problem, is_literal
@@ -330,11 +330,9 @@ def check_files(ctx: Context) -> None:
         if not isinstance(value, str) or not value:
             continue
         script = opt.name == "slice_archive_script"
-        if not os.path.isfile(value):
-            ctx.error(path, f'{opt.name}: file "{value}" does not exist', "file")
-        elif not os.access(value, os.X_OK if script else os.R_OK):
-            need = "executable" if script else "readable"
-            ctx.error(path, f'{opt.name}: file "{value}" is not {need}', "file")
+        problem = file_problem(value, executable=script)
+        if problem:
+            ctx.error(path, f'{opt.name}: file "{value}" {problem}', "file")
 
 
 def check_directories(ctx: Context) -> None:
@@ -347,26 +345,9 @@ def check_directories(ctx: Context) -> None:
         path = tuple(opt.path.split("."))
         value = ctx.value(path)
         if isinstance(value, str) and value:
-            problem = _unwritable_directory(Path(value))
+            problem = directory_problem(Path(value))
             if problem:
                 ctx.error(path, f'{opt.name}: directory "{value}" {problem}', "directory")
-
-
-def _unwritable_directory(directory: Path) -> str:
-    """Why ``directory`` cannot be created or written, or "" (the nearest existing
-    ancestor decides, as mkdir -p would find it)."""
-    existing = directory
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir():
-        if existing == directory:
-            return "is not a directory"
-        return f'cannot be created: "{existing}" is not a directory'
-    if not os.access(existing, os.W_OK | os.X_OK):
-        if existing == directory:
-            return "is not writable"
-        return f'cannot be created: "{existing}" is not writable'
-    return ""
 
 
 def check_remote_syslog(ctx: Context) -> None:

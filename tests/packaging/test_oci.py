@@ -2,7 +2,9 @@
 archive as an OCI image; umoci unpacks it into a runtime bundle whose process, user and
 working directory come from the image's config; runc runs it with a host directory as
 /data. A STAN client publishes through it, the image's own health check passes inside it,
-and after a stop and a fresh start on the same volume the messages are still there."""
+and after a stop and a fresh start on the same volume the messages are still there.
+Arguments given to the image add to its configuration; it runs as an arbitrary user of
+group 0; a /data it may not enter stops it with the reason, not a traceback."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,6 +29,7 @@ from tests.packaging.fixtures import ROOT, VERSION, dist_dir, need_tools
 
 pytestmark = pytest.mark.slow
 UID = 10001  # the image's stanpkg user
+ENTRYPOINT = "/usr/local/bin/stanpkg-entrypoint"  # packaging/oci/entrypoint.sh
 REF = f"stanpkg:{VERSION}"  # the image's name in the archive (podman load: localhost/stanpkg:V)
 
 
@@ -76,8 +80,10 @@ def test_skopeo_reads_the_image_config(oci_archive: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     config = json.loads(proc.stdout)["config"]
     assert config["User"] == f"{UID}:{UID}"  # not root
-    assert config["Entrypoint"] == ["/opt/stanpkg/bin/stanpkg", "run"]  # stanpkg run's flags
-    assert config["Cmd"] == ["-sc", "/etc/stanpkg/stan.conf"]
+    # stanpkg run -sc /etc/stanpkg/stan.conf, and the arguments after it: no Cmd that
+    # arguments would replace.
+    assert config["Entrypoint"] == [ENTRYPOINT]
+    assert not config.get("Cmd")
     assert set(config["ExposedPorts"]) == {"4222/tcp", "8222/tcp", "6222/tcp"}
     assert set(config["Volumes"]) == {"/data"}
 
@@ -92,8 +98,11 @@ def test_the_health_check_asks_the_monitoring_endpoint(layout: Path) -> None:
 class Container:
     """One run of the image under runc, in a network namespace of its own."""
 
-    def __init__(self, bundle: Path, netns: str, name: str) -> None:
+    def __init__(
+        self, bundle: Path, netns: str, name: str, cluster_id: str = "test-cluster"
+    ) -> None:
         self.bundle, self.netns, self.name = bundle, netns, name
+        self.cluster_id = cluster_id
         self.log = bundle / f"{name}.log"
 
     def start(self) -> None:
@@ -133,7 +142,7 @@ class Container:
                 "-m",
                 "tests.packaging.stan_roundtrip",
                 "nats://127.0.0.1:4222",
-                "test-cluster",
+                self.cluster_id,
                 *args,
             ],
             capture_output=True,
@@ -144,6 +153,18 @@ class Container:
         assert proc.returncode == 0, proc.stdout + proc.stderr + self.log.read_text()
         result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
         return result
+
+    def status(self) -> str:
+        state = subprocess.run(
+            ["runc", "state", self.name], capture_output=True, text=True, check=False
+        )
+        return str(json.loads(state.stdout)["status"]) if state.returncode == 0 else "gone"
+
+    def wait_stopped(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.status() not in ("stopped", "gone"):
+            assert time.monotonic() < deadline, f"still running:\n{self.log.read_text()}"
+            time.sleep(0.2)
 
     def stop(self) -> None:
         subprocess.run(["runc", "kill", self.name, "TERM"], capture_output=True, check=False)
@@ -170,8 +191,10 @@ def bundle(layout: Path, tmp_path: Path) -> Iterator[tuple[Path, str, Path]]:
         capture_output=True,
         timeout=300,
     )
-    volume.mkdir()
-    os.chown(volume, UID, UID)  # as a named volume would take /data's owner
+    # As a new named volume takes the image's /data: its owner, group and mode.
+    shutil.copytree(path / "rootfs" / "data", volume, symlinks=True)
+    image_data = (path / "rootfs" / "data").stat()
+    os.chown(volume, image_data.st_uid, image_data.st_gid)
     netns = f"stanpkg-oci-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", netns], check=True)
     subprocess.run(["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"], check=True)
@@ -198,12 +221,7 @@ def test_the_image_serves_and_keeps_its_data_across_a_restart(
     path, netns, volume = bundle
     spec = json.loads((path / "config.json").read_text())
     # What umoci took from the image config: stanpkg run, as the stanpkg user, in /data.
-    assert spec["process"]["args"] == [
-        "/opt/stanpkg/bin/stanpkg",
-        "run",
-        "-sc",
-        "/etc/stanpkg/stan.conf",
-    ]
+    assert spec["process"]["args"] == [ENTRYPOINT]
     assert (spec["process"]["user"]["uid"], spec["process"]["user"]["gid"]) == (UID, UID)
     assert spec["process"]["cwd"] == "/data"
     health = _config(layout)["config"]["Healthcheck"]["Test"][1:]
@@ -236,6 +254,118 @@ def test_the_image_serves_and_keeps_its_data_across_a_restart(
         assert "Traceback" not in (path / f"{name}.log").read_text()
 
 
+def _set_process(path: Path, args: list[str] | None = None, uid: int = UID, gid: int = UID) -> None:
+    """The container's arguments (as `podman run IMAGE ARGS` gives them: after the
+    entry point) and user (`--user UID:GID`)."""
+    spec = json.loads((path / "config.json").read_text())
+    spec["process"]["args"] = [ENTRYPOINT, *(args or [])]
+    spec["process"]["user"].update(uid=uid, gid=gid, additionalGids=[gid])
+    (path / "config.json").write_text(json.dumps(spec))
+
+
+def _storez(container: Container) -> dict[str, Any]:
+    probe = container.exec(
+        [
+            "/opt/stanpkg/bin/python",
+            "-c",
+            "import urllib.request; print(urllib.request.urlopen("
+            "'http://127.0.0.1:8222/streaming/storez', timeout=3).read().decode())",
+        ]
+    )
+    assert probe.returncode == 0, probe.stderr + container.log.read_text()
+    answer: dict[str, Any] = json.loads(probe.stdout)
+    return answer
+
+
+def test_the_image_is_group_0_writable_where_it_writes(layout: Path, tmp_path: Path) -> None:
+    need_tools("umoci")
+    path = tmp_path / "bundle"
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{layout}:{REF}", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    data = (path / "rootfs" / "data").stat()
+    assert (data.st_uid, data.st_gid, data.st_mode & 0o7777) == (UID, 0, 0o770)
+    entrypoint = path / "rootfs" / ENTRYPOINT.lstrip("/")
+    assert entrypoint.stat().st_mode & 0o777 == 0o755
+    if shutil.which("shellcheck"):
+        check = subprocess.run(["shellcheck", str(entrypoint)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout
+
+
+def test_arguments_add_to_the_packaged_configuration(
+    layout: Path, bundle: tuple[Path, str, Path]
+) -> None:
+    """`podman run IMAGE -cid orders`: the packaged file still applies (FILE store in /data,
+    monitoring on 8222 for the health check), the flag overrides its cluster ID."""
+    path, netns, volume = bundle
+    health = _config(layout)["config"]["Healthcheck"]["Test"][1:]
+
+    def run_with(args: list[str], cluster_id: str, store_type: str, channel: str = "") -> None:
+        """The image run with ``args``: healthy, serving ``cluster_id`` from a store of
+        ``store_type`` (and a client's round trip on ``channel``)."""
+        _set_process(path, args)
+        name = f"stanpkg-{uuid.uuid4().hex[:8]}"
+        container = Container(path, netns, name, cluster_id=cluster_id)
+        container.start()
+        try:
+            container.wait_healthy(health)
+            storez = _storez(container)
+            assert (storez["cluster_id"], storez["type"]) == (cluster_id, store_type), storez
+            if channel:
+                assert container.client(channel, "3")["ok"]
+        finally:
+            container.stop()
+
+    run_with(["-cid", "orders"], "orders", "FILE", "oci.args")
+    assert (volume / "datastore" / "oci.args").is_dir()
+    # A configuration file named in the arguments replaces the packaged one.
+    (volume / "own.conf").write_text(
+        'http_port: 8222\nstreaming { cluster_id: "own", store: memory }\n'
+    )
+    run_with(["-sc", "/data/own.conf"], "own", "MEMORY")
+
+
+def test_an_arbitrary_user_of_group_0_runs_the_image(
+    layout: Path, bundle: tuple[Path, str, Path]
+) -> None:
+    """OpenShift's way: a random uid, no passwd entry, group 0 (`--user 123456:0`)."""
+    path, netns, volume = bundle
+    _set_process(path, uid=123456, gid=0)
+    container = Container(path, netns, f"stanpkg-{uuid.uuid4().hex[:8]}")
+    container.start()
+    try:
+        container.wait_healthy(_config(layout)["config"]["Healthcheck"]["Test"][1:])
+        assert container.client("oci.random_uid", "3")["ok"]
+    finally:
+        container.stop()
+    assert (volume / "datastore").stat().st_uid == 123456
+    assert "Traceback" not in container.log.read_text()
+
+
+def test_a_data_directory_it_cannot_enter_is_a_clear_error(
+    bundle: tuple[Path, str, Path],
+) -> None:
+    """A root-owned 0700 host directory as /data: the reason, not a PermissionError."""
+    path, netns, volume = bundle
+    os.chown(volume, 0, 0)
+    volume.chmod(0o700)
+    container = Container(path, netns, f"stanpkg-{uuid.uuid4().hex[:8]}")
+    container.start()
+    try:
+        container.wait_stopped()
+    finally:
+        container.stop()
+    log = container.log.read_text()
+    assert "Traceback" not in log, log
+    expected = (
+        f'"/data/datastore" cannot be reached: "/data" is not enterable by this user (uid {UID})'
+    )
+    assert expected in log, log
+
+
 def test_the_compose_file_runs_a_valid_three_node_cluster() -> None:
     """packaging/oci/compose.yaml: three nodes of one cluster, each its own node ID with the
     two others as peers and routes, store and JetStream log in its own volume, and a
@@ -254,7 +384,9 @@ def test_the_compose_file_runs_a_valid_three_node_cluster() -> None:
         assert flag["-cluster_log_path"].startswith("/data/")  # in the volume, as the store
         assert service["volumes"] == [f"{name}:/data"]
         assert service["image"] == f"localhost/stanpkg:{VERSION}"
-        args = [image_conf if a == "/etc/stanpkg/stan.conf" else a for a in args]
+        # The entry point puts the image's configuration first (no -sc of its own here).
+        assert "-sc" not in args and "-c" not in args
+        args = ["-sc", image_conf, *args]
         proc = subprocess.run(
             [sys.executable, "-m", "stanpkg.cli", "validate", *args],
             capture_output=True,
