@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -117,13 +118,22 @@ def _changed_hosts(output: str, task: str) -> list[str]:
     return hosts
 
 
-def test_cluster_converges_and_rolls_one_node_at_a_time(
+def converge_cluster(
     machines: dict[str, Machine], deb_file: Path, tmp_path: Path
-) -> None:
+) -> tuple[Path, dict[str, str], subprocess.CompletedProcess[str]]:
+    """site.yml applied to the three machines (the packaged cluster): the inventory, the
+    extra variables and the run, which succeeded."""
     inventory = _inventory(tmp_path, machines)
     extra = {"stanpkg_package_file": str(deb_file), "stanpkg_cluster_id": CLUSTER_ID}
     converge = playbook(SITE, inventory=inventory, extra=extra, tmp=tmp_path)
     assert converge.returncode == 0, converge.stdout[-6000:] + converge.stderr[-2000:]
+    return inventory, extra, converge
+
+
+def test_cluster_converges_and_rolls_one_node_at_a_time(
+    machines: dict[str, Machine], deb_file: Path, tmp_path: Path
+) -> None:
+    inventory, _, _ = converge_cluster(machines, deb_file, tmp_path)
     for index, (name, machine) in enumerate(machines.items()):
         conf = machine.sh("cat /etc/stanpkg/stan.conf")
         others = [h for h in HOSTS if h != name]

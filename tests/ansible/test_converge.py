@@ -111,6 +111,7 @@ def test_converge_idempotent_validated_rolling(
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-2000:]
     assert KEY not in first.stdout  # no_log on everything that carries the key
     assert recap(first.stdout)["changed"] > 0
+    assert "[WARNING]" not in first.stdout + first.stderr, first.stdout[-5000:] + first.stderr
     machine.wait_active("stanpkg.service")
     assert _roundtrip(machine, "orders.new")["ok"]
     env = machine.sh("cat /etc/stanpkg/stanpkg.env")
@@ -123,6 +124,7 @@ def test_converge_idempotent_validated_rolling(
     second = playbook(SITE, inventory=inventory, extra=_vars(deb_file), tmp=tmp_path, args=vault)
     assert second.returncode == 0, second.stdout[-5000:]
     assert recap(second.stdout)["changed"] == 0, second.stdout[-5000:]
+    assert "[WARNING]" not in second.stdout + second.stderr, second.stdout[-5000:]
 
     # 3. A broken variable set: validation fails, the live config and server stay as they were.
     live = machine.sh("sha256sum /etc/stanpkg/stan.conf /etc/stanpkg/stanpkg.env")
@@ -183,7 +185,11 @@ def _wait_ft_active(machine: Machine, timeout: float = 30) -> None:
 def _restarted_in(output: str) -> str:
     """The play of the rolling restart that restarted stan1."""
     plays = [chunk.split("]", 1) for chunk in output.split("PLAY [")[1:]]
-    found = [name for name, body in plays if "changed: [stan1]" in body]
+    found = [
+        name
+        for name, body in plays
+        if name.startswith("Rolling restart") and "changed: [stan1]" in body
+    ]
     assert len(found) == 1, output[-5000:]
     return found[0]
 
@@ -200,5 +206,20 @@ def test_rolling_restart_restarts_the_active_ft_server_last(
     _wait_ft_active(machine)  # the only server of its group takes the lock within ~1.3 s
     rolling = playbook(ROLLING, inventory=inventory, tmp=tmp_path, args=vault)
     assert rolling.returncode == 0, rolling.stdout[-5000:]
+    assert "[WARNING]" not in rolling.stdout + rolling.stderr, rolling.stdout[-5000:]
     assert _restarted_in(rolling.stdout) == ACTIVE_PLAY
+    assert _roundtrip(machine, "orders.ft")["ok"]
+
+    # A configuration change of an FT server goes through the rolling restart (the active
+    # server last), not the role's handler.
+    _wait_ft_active(machine)
+    pid = machine.sh("systemctl show -p MainPID --value stanpkg").strip()
+    change = _vars(deb_file, stanpkg_ft_group="ft-pair", stanpkg_limits_max_msgs=20000)
+    changed = playbook(SITE, inventory=inventory, extra=change, tmp=tmp_path, args=vault)
+    assert changed.returncode == 0, changed.stdout[-5000:] + changed.stderr[-2000:]
+    assert "[WARNING]" not in changed.stdout + changed.stderr, changed.stdout[-5000:]
+    assert _restarted_in(changed.stdout) == ACTIVE_PLAY
+    assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() != pid
+    assert "max_msgs: 20000" in machine.sh("cat /etc/stanpkg/stan.conf")
+    _wait_ft_active(machine)
     assert _roundtrip(machine, "orders.ft")["ok"]
