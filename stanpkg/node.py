@@ -146,6 +146,7 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
         if clustered
         else "",
         jetstream_sync_always=clustered and cluster.sync,
+        memory_limit=ns.memory_limit,
     )
 
 

@@ -152,6 +152,7 @@ class NatsServerOptions:
     tls_ca_cert: str
     routes: tuple[str, ...]
     cluster_listen: str
+    memory_limit: int  # bytes: the embedded nats-server's GOMEMLIMIT (0: none)
     cluster_name: str
     # NATS-server-only entries of the NATS config file (authorization, accounts, cluster,
     # leafnodes, ...), rendered back to NATS config text for the embedded server.

@@ -10,6 +10,7 @@ _NATS_GROUPS: dict[str, str] = {
     "pid_file": "Embedded NATS Server Options",
     "http_port": "Embedded NATS Server Options",
     "https_port": "Embedded NATS Server Options",
+    "memory_limit": "Embedded NATS Server Options",
     "log_file": "Logging Options",
     "logtime": "Logging Options",
     "syslog": "Logging Options",

@@ -64,6 +64,7 @@ def _log_file() -> str:
     return _STDOUT_PATH if linux and os.path.exists(_STDOUT_PATH) else ""
 
 
+_GO_MEMORY_LIMIT = "GOMEMLIMIT"  # Go's soft memory limit, in the child's environment
 _UNSTARTED_AGE = 600.0  # seconds: a directory without a ports file is left this long
 
 
@@ -257,6 +258,9 @@ class EmbeddedNatsServer:
         # Its own session: a Ctrl-C or a signal to our process group must reach us only, so
         # we stop it after our clients are closed instead of racing its exit.
         extra: dict[str, Any] = {"start_new_session": True}
+        limit = self.config.memory_limit
+        if limit > 0 and _GO_MEMORY_LIMIT not in os.environ:  # the operator's own wins
+            extra["env"] = {**os.environ, _GO_MEMORY_LIMIT: f"{limit}B"}
         stdout: int = asyncio.subprocess.PIPE
         read_end = -1
         if log_file:

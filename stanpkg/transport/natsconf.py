@@ -40,6 +40,7 @@ class EmbeddedNatsConfig:
     server_name: str = ""
     jetstream_dir: str = ""
     jetstream_sync_always: bool = False  # fsync every write (cluster.sync)
+    memory_limit: int = 0  # bytes: its Go runtime's GOMEMLIMIT (0: none)
 
 
 JETSTREAM_MAX_FILE_STORE = 1 << 50  # 1 PiB: no reservation ever refused

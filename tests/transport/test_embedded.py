@@ -106,6 +106,26 @@ async def test_starts_where_dev_stdout_does_not_resolve(monkeypatch: pytest.Monk
     assert any("Server is ready" in line for line in recorder.lines)
 
 
+def _child_environment(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().partition("=")[::2] for entry in raw if entry)
+
+
+async def test_the_memory_limit_reaches_the_go_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nats_memory_limit is the child's GOMEMLIMIT; one in our own environment wins."""
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
+    config = EmbeddedNatsConfig(host="127.0.0.1", port=-1, memory_limit=200 * 1024 * 1024)
+    async with embedded(config, Recorder()) as server:
+        assert _child_environment(server.pid)["GOMEMLIMIT"] == "209715200B"
+    monkeypatch.setenv("GOMEMLIMIT", "1GiB")
+    async with embedded(config, Recorder()) as server:
+        assert _child_environment(server.pid)["GOMEMLIMIT"] == "1GiB"
+    monkeypatch.delenv("GOMEMLIMIT")
+    unlimited = EmbeddedNatsConfig(host="127.0.0.1", port=-1, memory_limit=0)
+    async with embedded(unlimited, Recorder()) as server:
+        assert "GOMEMLIMIT" not in _child_environment(server.pid)
+
+
 async def test_all_interfaces_gives_loopback_url() -> None:
     recorder = Recorder()
     async with embedded(EmbeddedNatsConfig(host="0.0.0.0", port=-1), recorder) as server:

@@ -317,3 +317,11 @@ def test_two_nodes_given_one_log_path_are_refused(tmp_path: Path) -> None:
     released = lock_cluster_log_path(plans[1])
     assert released is not None
     released.close()  # type: ignore[attr-defined]
+
+
+def test_the_embedded_servers_memory_limit_comes_from_the_plan(tmp_path: Path) -> None:
+    assert embedded_config(make_plan()).memory_limit == 256 * 1024 * 1024  # the default
+    assert embedded_config(make_plan("--nats_memory_limit", "1GB")).memory_limit == 1 << 30
+    conf = tmp_path / "stan.conf"
+    conf.write_text('nats_memory_limit: 0\nstreaming { cluster_id: "c" }\n')
+    assert embedded_config(make_plan("-sc", str(conf))).memory_limit == 0

@@ -203,6 +203,21 @@ OPTIONS: tuple[Option, ...] = (
         url_credentials=True,
     ),
     Option(
+        "nats_server.memory_limit",
+        Kind.SIZE,
+        256 * 1024 * 1024,
+        "Soft memory limit of the embedded NATS server's Go runtime (0: none)",
+        keys=("nats_memory_limit",),
+        doc="Soft memory limit of the embedded NATS server's Go runtime (its GOMEMLIMIT; "
+        "0: none). A JetStream write burst leaves garbage that Go keeps until memory is "
+        "short: the limit makes it collect and give that back, so a clustered serving "
+        "node does not keep hundreds of MB it no longer uses. It is soft: a server that "
+        "needs more still gets it. A GOMEMLIMIT in stanpkg's own environment wins",
+        flags=("--nats_memory_limit",),
+        minimum=0,
+        range_error="nats_memory_limit must not be negative (got {value})",
+    ),
+    Option(
         "nats_server.cluster_name",
         Kind.STRING,
         "",
