@@ -196,6 +196,7 @@ class StanClient:
         start_time_delta: int = 0,
         manual_acks: bool = False,
         inbox: str = "",
+        timeout: float = REQUEST_TIMEOUT,
     ) -> StanSub:
         inbox = inbox or self.nc.new_inbox()
         sub = StanSub(self, channel, inbox, "", manual_acks)
@@ -220,7 +221,7 @@ class StanClient:
             startSequence=start_sequence,
             startTimeDelta=start_time_delta,
         )
-        raw = await self.request(self.resp.subRequests, req.SerializeToString())
+        raw = await self.request(self.resp.subRequests, req.SerializeToString(), timeout)
         resp = pb.SubscriptionResponse.FromString(raw)
         if resp.error:
             await sub.nats_sub.unsubscribe()
