@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from stanpkg.plan.compile import Compilation, compile_args, compile_each
 from stanpkg.plan.diagnostics import Diagnostic, Severity, warning
-from stanpkg.plan.dump import plan_to_dict
 from stanpkg.plan.flags import UsageError, parse_flags
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.plan.model import Plan
@@ -19,12 +18,10 @@ from stanpkg.plan.nats_errors import nats_problem
 from stanpkg.plan.options import BY_PATH
 from stanpkg.plan.redact import redact_urls
 from stanpkg.plan.usage import usage_text
-from stanpkg.review.diff import diff_plans
-from stanpkg.review.diff_output import diff_json, diff_text, exit_status
 from stanpkg.review.findings import findings, strict_view
-from stanpkg.review.formats import REVIEW_FORMATS, render
 from stanpkg.server.identity import version_text
 
+# What only some commands use is imported by them: `run` starts in milliseconds.
 if TYPE_CHECKING:
     from stanpkg.review.against import AgainstResult
 
@@ -153,6 +150,8 @@ def _summary(plan: Plan) -> str:
 
 
 def explain(plan: Plan) -> list[str]:
+    from stanpkg.plan.dump import plan_to_dict
+
     """Every value that does not come from the defaults, with where it was set."""
     lines = ["---------- Configured values ----------"]
     readable = plan_to_dict(plan)["readable"]
@@ -170,6 +169,8 @@ def explain(plan: Plan) -> list[str]:
 
 
 def _lookup(plan: Plan, path: str) -> object:
+    from stanpkg.plan.dump import plan_to_dict
+
     node: object = plan_to_dict(plan)
     for part in path.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -181,9 +182,6 @@ def _lookup(plan: Plan, path: str) -> object:
 def _usage_error(message: str) -> int:
     print(f"stanpkg: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-_FORMATS = ("text", "json", *REVIEW_FORMATS)
 
 
 def _flag_on(value: str | None) -> bool:
@@ -268,14 +266,17 @@ def _check_live(result: Compilation, options: dict[str, str]) -> AgainstResult |
 
 
 def cmd_validate(argv: list[str]) -> int:
+    from stanpkg.review.formats import REVIEW_FORMATS, render
+
+    formats = ("text", "json", *REVIEW_FORMATS)
     fmt, argv = _take_option(argv, "format", takes_value=True)
     strict_flag, argv = _take_option(argv, "strict", takes_value=False)
     strict = _flag_on(strict_flag)
     explain_flag, argv = _take_option(argv, "explain", takes_value=False)
     live_options, argv = _against(argv)
     fmt = fmt or "text"
-    if fmt not in _FORMATS:
-        return _usage_error(f'--format must be one of {", ".join(_FORMATS)}, got "{fmt}"')
+    if fmt not in formats:
+        return _usage_error(f'--format must be one of {", ".join(formats)}, got "{fmt}"')
     if _asks_for_help(argv):
         return _print_command_help("validate")
     compiled = compile_each(argv)
@@ -355,6 +356,9 @@ def _against_json(result: AgainstResult) -> dict[str, object]:
 
 
 def cmd_diff(argv: list[str]) -> int:
+    from stanpkg.review.diff import diff_plans
+    from stanpkg.review.diff_output import diff_json, diff_text, exit_status
+
     fmt, argv = _take_option(argv, "format", takes_value=True)
     strict_flag, argv = _take_option(argv, "strict", takes_value=False)
     strict = _flag_on(strict_flag)
@@ -435,6 +439,8 @@ def _compile_or_report(argv: list[str], positional: bool) -> Compilation | int:
 
 
 def cmd_plan(argv: list[str]) -> int:
+    from stanpkg.plan.dump import plan_to_dict
+
     if _asks_for_help(argv):
         return _print_command_help("plan")
     result = _compile_or_report(argv, positional=True)

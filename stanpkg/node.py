@@ -10,6 +10,13 @@ Startup follows the reference's log order (defaults.md §10): banner lines, stor
 creation, the embedded NATS server (its lines re-emitted through our logger), then
 recovery and the limits printout (``StreamingServer.start``). Any failure after the
 first log line prints ``[FTL] STREAM: Failed to start: <error>`` and exits 1.
+
+The work follows another order, for a start in milliseconds with no moment when a
+client could connect and not be answered: the embedded nats-server is started first
+(its lines are held until the banner, which names its version), the server's
+connections open the moment it accepts clients and hold the connect requests
+(server/early.py), and only then is the rest of the server imported and built, its
+store read, and the held requests answered.
 """
 
 from __future__ import annotations
@@ -21,23 +28,26 @@ import gc
 import os
 import platform
 import signal
+import socket
+import sys
 from collections.abc import Coroutine
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stanpkg.monitor.config import monitor_config
 from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.plan.model import Plan
+from stanpkg.server.claim import CLAIMS, DiscoverClaim, claim_bytes, connect_claims
+from stanpkg.server.early import EarlyConnections, connection_policy, open_early
 from stanpkg.server.errors import StartupError
 from stanpkg.server.identity import STAN_VERSION, identity_line
 from stanpkg.server.log import Logger
-from stanpkg.server.modes import mode_for
+from stanpkg.server.modes import Standalone, mode_for
+from stanpkg.server.modes.standalone import refuse_twin, twin_ping
 from stanpkg.server.sd_notify import notify
-from stanpkg.server.server import StreamingServer
 from stanpkg.server.syslog import syslog_for
-from stanpkg.server.views import ServerView
-from stanpkg.stores.base import StoreError
-from stanpkg.stores.factory import create_store
+from stanpkg.stores.base import ServerInfo, StoreError
 from stanpkg.transport.embedded import EmbeddedNatsConfig
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
@@ -48,6 +58,8 @@ from stanpkg.transport.tls import tls_context_from_options
 if TYPE_CHECKING:
     from stanpkg.monitor.service import MonitorServer
     from stanpkg.server.modes.base import ServingMode
+    from stanpkg.server.server import StreamingServer
+    from stanpkg.server.views import ServerView
 
 __all__ = [
     "GO_VERSION",
@@ -61,6 +73,9 @@ __all__ = [
 VERSION = STAN_VERSION  # the reference release whose behaviour is implemented
 GO_VERSION = f"python{platform.python_version()}"  # what the reference calls its Go version
 _MONITOR_LINE = "Starting http monitor on "
+# While nats-server starts: the thread that claims the port as it opens gets the
+# interpreter within this many seconds, even while the loop thread works (default 5 ms).
+_CLAIM_SWITCH_INTERVAL = 0.00005
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -237,6 +252,8 @@ class _Node:
         self._endpoint: NatsEndpoint | None = None
         self._nats_ready = asyncio.Event()
         self._log_path_lock: object | None = None
+        self._held_lines: list[str] | None = []  # nats-server's, until our banner is out
+        self._claims: list[DiscoverClaim] = []  # the discover subject, while starting
         # raft_logging: the embedded nats-server's debug lines, of its Raft groups only.
         self._raft_debug_only = _raft_debug_only(plan)
 
@@ -244,17 +261,28 @@ class _Node:
         loop = asyncio.get_running_loop()
         self.done = loop.create_future()
         self._stepping_down = loop.create_future()
-        plan, log = self.plan, self.log
         server_id = next_nuid()
+        self._install_signals(loop)
+        code = await self._serve(loop.create_task(self._start(server_id)))
+        self._print_banner(server_id)  # a stop before anything started
+        await self._shutdown()
+        return code
+
+    def _print_banner(self, server_id: str) -> None:
+        """The banner, once, then the nats-server lines held until it is out."""
+        held = self._held_lines
+        if held is None:
+            return
+        self._held_lines = None
+        plan, log = self.plan, self.log
         log.notice(f"Starting nats-streaming-server[{plan.cluster_id}] version {VERSION}")
-        log.notice(identity_line(embedded=plan.embedded_nats))
+        nats_version = self.nats.version if self.nats is not None else ""
+        log.notice(identity_line(embedded=plan.embedded_nats, nats_version=nats_version))
         log.notice(f"ServerID: {server_id}")
         log.notice(f"Go version: {GO_VERSION}")
         log.notice("Git commit: [not set]")
-        self._install_signals(loop)
-        code = await self._serve(loop.create_task(self._start(server_id)))
-        await self._shutdown()
-        return code
+        for line in held:
+            self._nats_log(line)
 
     async def _serve(self, starting: asyncio.Task[None]) -> int:
         """Run servers until the process stops; its exit code. A clustered node that
@@ -314,6 +342,10 @@ class _Node:
     def _new_server(
         self, mode: ServingMode, server_id: str, *, store_banner: bool = True
     ) -> StreamingServer:
+        # The core and the stores are imported here, once the connections are open.
+        from stanpkg.server.server import StreamingServer
+        from stanpkg.stores.factory import create_store
+
         server: StreamingServer
 
         def lease_lost(reason: str) -> None:
@@ -342,11 +374,14 @@ class _Node:
         self._log_path_lock = lock_cluster_log_path(plan)
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
-        self.server = self._new_server(mode_for(plan), server_id)
+        mode = mode_for(plan)
         monitoring = monitor_config(plan)
         if monitoring is not None:
+            # Monitoring reads the server from its first request: built before NATS.
             from stanpkg.monitor.service import MonitorServer  # loads aiohttp: only if used
+            from stanpkg.server.views import ServerView
 
+            self.server = self._new_server(mode, server_id)
             self._view = ServerView(self.server)
             self.monitor = MonitorServer(
                 self._view,
@@ -356,40 +391,111 @@ class _Node:
                 log=log,
             )
             await self.monitor.start()
-        if plan.embedded_nats:
-            self.nats = SupervisedNatsServer(
-                embedded_config(plan),
-                on_log=self._nats_log,
-                on_event=self._nats_event,
-                on_restarted=self._nats_restarted,
-                wanted=self._running,
-            )
-            await self.nats.start()
+        try:
+            url = await self._start_nats(mode) if plan.embedded_nats else plan.nats_server_url
+            self._endpoint = nats_endpoint(plan, url)
+            early = await self._open_early(mode, self._endpoint)
+        finally:
+            self._print_banner(server_id)
+        if self.nats is not None:
             # Its output is read asynchronously: let its banner end before our next lines.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nats_ready.wait(), 2.0)
-            url = self.nats.client_url
-            self._nats_restarted()
-        else:
-            url = plan.nats_server_url
-            if self.monitor is not None:
-                self.log.nats_line(self.monitor.listen_line)
+        elif self.monitor is not None:
+            self.log.nats_line(self.monitor.listen_line)
         if plan.tls.skip_verify:
             log.warn(
                 "TLS certificate chain and hostname will not be verified. DO NOT USE IN PRODUCTION!"
             )
-        self._endpoint = nats_endpoint(plan, url)
-        await self.server.start(self._endpoint)
+        if self.server is None:
+            self.server = self._new_server(mode, server_id)
+        await self.server.start(self._endpoint, early)
+
+    async def _start_nats(self, mode: ServingMode) -> str:
+        """Start the embedded nats-server; its client URL once it accepts clients. A
+        server that holds connect requests claims the discover subject the moment the
+        port accepts (server/claim.py), from the thread that reads nats-server's
+        "Listening" line (transport/embedded.py)."""
+        plan = self.plan
+        config = embedded_config(plan)
+        payloads: list[bytes] = []
+        probed = _probes(mode)
+        if _holds_connects(plan, mode) and _claimable(plan):
+            # The first claim probes for a twin; all hold the discover subject.
+            auth = _claim_auth(nats_endpoint(plan, "nats://127.0.0.1"))
+            for n in range(CLAIMS):
+                probe = twin_ping(_discovery(plan)) if probed and not n else None
+                inbox = f"_INBOX.{next_nuid()}"
+                payloads.append(claim_bytes(_discovery(plan), probe, auth, inbox))
+        loop = asyncio.get_running_loop()
+        claimed: asyncio.Future[None] = loop.create_future()
+
+        def adopt(socks: list[socket.socket]) -> None:
+            self._claims = [
+                DiscoverClaim.adopt(sock, probed=probed and not n) for n, sock in enumerate(socks)
+            ]
+            if not claimed.done():
+                claimed.set_result(None)
+
+        def on_listening(host: str, port: int) -> None:
+            # Any thread: connect and write now, hand the sockets to the loop.
+            socks = connect_claims(host, port, payloads)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(adopt, socks)
+
+        self.nats = SupervisedNatsServer(
+            config,
+            on_log=self._nats_log,
+            on_event=self._nats_event,
+            on_restarted=self._nats_restarted,
+            wanted=self._running,
+            on_listening=on_listening if payloads else None,
+        )
+        switching = sys.getswitchinterval()
+        if payloads:
+            sys.setswitchinterval(_CLAIM_SWITCH_INTERVAL)
+        try:
+            await self.nats.start()
+            if payloads:  # it accepts: the claims are connected or about to be
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(claimed), 1.0)
+        finally:
+            sys.setswitchinterval(switching)
+        self._nats_restarted()
+        return self.nats.client_url
+
+    async def _open_early(self, mode: ServingMode, endpoint: NatsEndpoint) -> EarlyConnections:
+        """The server's connections, holding connect requests if it serves at once."""
+        plan = self.plan
+        probe = _probes(mode)
+        claims, self._claims = self._claims, []
+        early = await open_early(
+            endpoint,
+            cluster_id=plan.cluster_id,
+            discovery=_discovery(plan),
+            options=connection_policy(plan),
+            log=self.log,
+            hold=_holds_connects(plan, mode),
+            twin_check=partial(refuse_twin, discovery=_discovery(plan), cid=plan.cluster_id)
+            if probe else None,
+            claims=claims,
+        )  # fmt: skip
+        if probe and isinstance(mode, Standalone):
+            mode.twin_ruled_out()
+        return early
 
     @staticmethod
     def _standing_by() -> None:
         notify("READY=1", "STATUS=Standing by (fault-tolerant group)")
 
     def _nats_log(self, line: str) -> None:
-        if self._raft_debug_only and _DEBUG_LEVEL in line and not _is_raft_line(line):
-            return  # raft_logging asked for JetStream's Raft lines, not all of NATS's
         if line.endswith("Server is ready"):
             self._nats_ready.set()
+        if self._held_lines is not None:
+            self._held_lines.append(line)
+            return
+        if self._raft_debug_only and _DEBUG_LEVEL in line and not _is_raft_line(line):
+            return  # raft_logging asked for JetStream's Raft lines, not all of NATS's
         if self.monitor is not None and _MONITOR_LINE in line:
             # nats-server announces its private monitor; the public one is ours.
             line = line[: line.index(_MONITOR_LINE)] + self.monitor.listen_line
@@ -451,6 +557,33 @@ class _Node:
         if pid_file:
             with contextlib.suppress(OSError):
                 os.unlink(pid_file)
+
+
+def _holds_connects(plan: Plan, mode: ServingMode) -> bool:
+    """A server that serves at once holds the connect requests that come while it starts
+    (server/early.py); a standby or follower answers none."""
+    return isinstance(mode, Standalone) and not plan.partitioning
+
+
+def _probes(mode: ServingMode) -> bool:
+    return isinstance(mode, Standalone) and mode.probes_for_twin
+
+
+def _discovery(plan: Plan) -> str:
+    return ServerInfo.for_cluster(plan.cluster_id, plan.discover_prefix).discovery
+
+
+def _claimable(plan: Plan) -> bool:
+    """Whether the raw claim (server/claim.py) can speak to the embedded nats-server: in
+    plain text, with a password or token if any (a nonce to sign needs its INFO)."""
+    tls = plan.nats_server.tls_cert or plan.secure or plan.tls.client_cert
+    return not (tls or plan.credentials or plan.nkey_seed_file)
+
+
+def _claim_auth(endpoint: NatsEndpoint) -> dict[str, str]:
+    if endpoint.user:
+        return {"user": endpoint.user, "pass": endpoint.password}
+    return {"auth_token": endpoint.token} if endpoint.token else {}
 
 
 async def _quietly(stopping: Coroutine[Any, Any, None]) -> None:

@@ -61,6 +61,15 @@ class HeldRequests:
         self._bytes += size
         self._kept.append((held, subject, reply, data))
 
+    def put_first(self, held: str, earlier: list[tuple[str, str, bytes]]) -> None:
+        """Requests of ``held`` another subscriber kept before this one existed
+        (``(subject, reply, data)``, claim.py): they come first, and a request both
+        were given (the same reply subject) is kept once."""
+        replies = {reply for _, reply, _ in earlier if reply}
+        self._kept = [(held, *request) for request in earlier] + [
+            kept for kept in self._kept if not kept[2] or kept[2] not in replies
+        ]
+
     def drop(self) -> None:
         """Stop holding and forget what was kept."""
         for sid in self._sids.values():

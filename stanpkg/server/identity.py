@@ -38,10 +38,12 @@ def nats_server_version(binary: str = "") -> str:
     return match.group(1) if match else ""
 
 
-def identity_line(embedded: bool) -> str:
-    """The banner's product line: ours, the implemented STAN release, the NATS server."""
+def identity_line(embedded: bool, nats_version: str = "") -> str:
+    """The banner's product line: ours, the implemented STAN release, the NATS server
+    (``nats_version``: the embedded one's, as its banner gave it; else asked of it)."""
     if embedded:
-        nats = f"nats-server {nats_server_version() or 'version unknown'} (embedded)"
+        version = nats_version or nats_server_version()
+        nats = f"nats-server {version or 'version unknown'} (embedded)"
     else:
         nats = "nats-server external"
     stan = f"STAN protocol of nats-streaming-server {STAN_VERSION}"

@@ -64,6 +64,12 @@ class SerialExecutor:
         while self._jobs or not self._idle.is_set():
             await self._idle.wait()
 
+    def refuse_new(self) -> None:
+        """The server stops: jobs not started yet are dropped, and later ones refused;
+        :meth:`drain` then waits for the running one only."""
+        self._closed = True
+        self._jobs.clear()
+
     async def close(self) -> None:
         self._closed = True
         self._jobs.clear()

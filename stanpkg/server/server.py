@@ -19,7 +19,7 @@ import gc
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.server import recovery
@@ -27,8 +27,10 @@ from stanpkg.server.channels import Channel, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.connect import ConnectionRequests
 from stanpkg.server.delivery import Delivery
+from stanpkg.server.early import EarlyConnections, connection_policy, open_early
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
 from stanpkg.server.heartbeats import Heartbeats
+from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.kept_publishes import FORWARD_WITHIN, KeptPublishes
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.server.nats_link import NatsLink
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["StreamingServer", "fresh_server_info"]
 
 STOP_FLUSH_TIMEOUT = 5.0
+STOP_LAST_FLUSH_TIMEOUT = 2.0
 STOP_DRAIN_TIMEOUT = 10.0
 STOP_HAND_OVER_TIMEOUT = 10.0  # an upper bound: the store bounds each step itself
 
@@ -111,6 +114,7 @@ class StreamingServer:
         self._sids: list[int] = []
         self._publish_sids: list[int] = []  # of them: kept through a hand-over
         self._recovered: list[Subscription] = []
+        self._held: HeldRequests | None = None  # connect requests that came while starting
         self._stopping = False
         # Not again in a server built anew by a node that stepped down.
         self._store_banner_logged = not store_banner
@@ -153,31 +157,33 @@ class StreamingServer:
 
     # -- starting ---------------------------------------------------------------------
 
-    async def start(self, endpoint: NatsEndpoint) -> None:
-        """Connect, recover, listen, and log the startup lines from "Recovering the
-        state..." to "Streaming Server is ready". Raises :class:`StartupError`."""
+    async def start(self, endpoint: NatsEndpoint, early: EarlyConnections | None = None) -> None:
+        """Connect (or take over the connections ``early`` opened), recover, listen, and
+        log the startup lines from "Recovering the state..." to "Streaming Server is
+        ready". Raises :class:`StartupError`."""
         self.loop = asyncio.get_running_loop()
         plan = self.plan
-        # Forever by default, as the reference (nats_max_reconnects: -1): while NATS is
-        # away nothing reaches the server, so waiting costs nothing and loses nothing.
-        options: dict[str, Any] = dict(
-            max_reconnect=plan.nats_max_reconnects,
-            reconnect_wait=plan.nats_reconnect_wait / 1e9,
-            on_disconnected=self._on_disconnected,
-            on_reconnected=self._on_reconnected,
-            on_closed=self._on_closed,
-            on_error=lambda exc: self.log.error(f"Asynchronous error: {exc}"),
+        if early is None:
+            early = await open_early(
+                endpoint,
+                cluster_id=plan.cluster_id,
+                discovery=self.info.discovery,
+                options=connection_policy(plan),
+                log=self.log,
+                hold=False,
+            )
+        self.conn, self.acks_conn, self._held = early.conn, early.acks_conn, early.held
+        early.relay.attach(
+            {
+                "on_disconnected": self._on_disconnected,
+                "on_reconnected": self._on_reconnected,
+                "on_closed": self._on_closed,
+                "on_error": lambda exc: self.log.error(f"Asynchronous error: {exc}"),
+                "on_discovered_servers": self._on_discovered_servers,
+            }
         )
-        general: dict[str, Any] = dict(on_discovered_servers=self._on_discovered_servers)
-        try:
-            self.conn = await NatsConnection.open(
-                endpoint, name=f"_NSS-{plan.cluster_id}-general", **options, **general
-            )
-            self.acks_conn = await NatsConnection.open(
-                endpoint, name=f"_NSS-{plan.cluster_id}-acks", **options
-            )
-        except (NatsError, OSError) as exc:
-            raise StartupError(str(exc) or type(exc).__name__) from exc
+        if early.relay.closed_early:
+            raise StartupError(early.relay.closed_early)
         nats_backed = self.store.capability(NATS_BACKED)
         try:
             if nats_backed is not None:
@@ -195,6 +201,10 @@ class StreamingServer:
         self.control.start()
         self.publisher.start()
         self._listen()
+        if self._held is not None:
+            # In the turn of _listen's subscriptions: the held connects come first.
+            self._held.release()
+            self._held = None
         await self.conn.flush()
         await self.acks_conn.flush()
         self.log_store_banner()
@@ -402,7 +412,10 @@ class StreamingServer:
         return len(state.channels)
 
     def _subscribe_request(self, subject: str, handler: MsgHandler) -> None:
-        sid = self.mode.subscribe_for_clients(self.conn, subject, handler)
+        if self._held is not None:  # the discover subject, held since the connections opened
+            sid = self._held.subscribe(subject, handler)
+        else:
+            sid = self.mode.subscribe_for_clients(self.conn, subject, handler)
         self._sids.append(sid)
         if handler == self.publisher.on_publish:
             self._publish_sids.append(sid)
@@ -486,9 +499,13 @@ class StreamingServer:
     # -- stopping ---------------------------------------------------------------------
 
     async def stop(self, *, stepping_down: bool = False) -> None:
-        """Graceful stop: what NATS delivered before is processed and answered, then
-        timers are stopped, the store flushed and closed, the connections closed.
-        ``stepping_down``: the process goes on (its owner logs why), so no stop line."""
+        """Graceful stop, as the reference's: from its first line no request is taken
+        (connect, subscribe, publish, close: unanswered); what was taken before is
+        finished and answered, then timers are stopped, the store flushed and closed,
+        the connections closed. A store that hands the service over (a clustered node)
+        first handles what NATS routed before the stop and keeps later publishes for its
+        successor. ``stepping_down``: the process goes on (its owner logs why), so no
+        stop line."""
         if self._stopping:
             return
         self._stopping = True
@@ -497,12 +514,14 @@ class StreamingServer:
         conn = getattr(self, "conn", None)
         kept = KeptPublishes(conn) if conn is not None else None
         if self.ready and conn is not None and kept is not None and not conn.is_closed:
-            # The round trip brings in everything NATS routed to us before it; the
-            # handlers stay in place until that work is finished.
-            # Upper bounds only (a loaded machine needs them; an idle one takes ms), well
-            # inside the 30 s a service manager gives a stop.
-            with contextlib.suppress(NatsError, TimeoutError):
-                await conn.flush(STOP_FLUSH_TIMEOUT)
+            if self.store.capability(HANDS_OVER) is None:
+                self._refuse_requests(conn)
+            elif conn.is_connected:
+                # The round trip brings in everything NATS routed to us before it; the
+                # handlers stay in place until that work is finished. An upper bound
+                # only (a loaded machine needs it; an idle one takes ms).
+                with contextlib.suppress(NatsError, TimeoutError):
+                    await conn.flush(STOP_FLUSH_TIMEOUT)
             # Later publishes are kept for the node the store may hand over to: none is
             # acknowledged here once the store closes (kept_publishes.py).
             kept.keep(self._publish_sids)
@@ -541,10 +560,22 @@ class StreamingServer:
         await self._hand_kept_over(kept)
         for nc in (conn, getattr(self, "acks_conn", None)):
             if nc is not None and not nc.is_closed:
-                with contextlib.suppress(NatsError, OSError, TimeoutError):
-                    await asyncio.wait_for(nc.flush(), 2.0)
+                # The last acknowledgements out; nothing to wait for with NATS gone.
+                if nc.is_connected:
+                    with contextlib.suppress(NatsError, OSError, TimeoutError):
+                        await asyncio.wait_for(nc.flush(), STOP_LAST_FLUSH_TIMEOUT)
                 with contextlib.suppress(NatsError, OSError):
                     await nc.close()
+
+    def _refuse_requests(self, conn: NatsConnection) -> None:
+        """No request is handled from now on: the request subjects are unsubscribed (what
+        the connection has read but not handled yet is dropped with them; publishes go to
+        KeptPublishes) and the protocol requests queued but not started are dropped.
+        Their clients get no answer, so nothing they are told is lost."""
+        for sid in self._sids:
+            if sid not in self._publish_sids:
+                conn.unsubscribe(sid)
+        self.control.refuse_new()
 
     async def _hand_kept_over(self, kept: KeptPublishes | None) -> None:
         """Once the store closed: the publishes kept while stopping go to the node it

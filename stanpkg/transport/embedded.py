@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +38,7 @@ __all__ = [
     "NatsServerNotFoundError",
     "NatsServerStartError",
     "check_config",
+    "connectable_host",
     "find_nats_server_binary",
     "split_log_line",
 ]
@@ -59,10 +61,22 @@ _CHILD_FILE = re.compile(r"^child_(\d+)\.pid$")
 _STDOUT_PATH = "/dev/stdout"
 
 
+def connectable_host(host: str) -> str:
+    """Where this process reaches a server listening on ``host`` (loopback for "any")."""
+    return _LOOPBACK.get(host, host).strip("[]")
+
+
 def _log_file() -> str:
     linux = sys.platform.startswith("linux")
     return _STDOUT_PATH if linux and os.path.exists(_STDOUT_PATH) else ""
 
+
+# What nats-server says as it binds, right after each listener opens (before its ports
+# file, which a goroutine writes up to tens of ms later): the streaming server connects
+# the moment the client port accepts.
+_LISTENING = re.compile(r"Listening for client connections on (\S+)$")
+_MONITOR = re.compile(r"Starting (https?) monitor on (\S+)$")
+_VERSION_LINE = re.compile(r"^\s*Version:\s+(\S+)$")
 
 _GO_MEMORY_LIMIT = "GOMEMLIMIT"  # Go's soft memory limit, in the child's environment
 _UNSTARTED_AGE = 600.0  # seconds: a directory without a ports file is left this long
@@ -151,6 +165,39 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _watched_pipe(fd: int, on_listening: Callable[[int], None]) -> int:
+    """A pipe carrying what the pipe ``fd`` carries (both then owned here), read by a
+    thread that calls ``on_listening(port)`` the moment a line says the client port
+    accepts. Why a thread: one blocked in read() is woken by the write itself, ahead of a
+    busy machine's other work, where the event loop reads the line a turn or more later
+    and a client polling the port would reach NATS first."""
+    out_read, out_write = os.pipe()
+
+    def copy() -> None:
+        tail, watching = b"", True
+        try:
+            while data := os.read(fd, 65536):
+                if watching:
+                    lines = (tail + data).split(b"\n")
+                    tail = lines.pop()
+                    for line in lines:
+                        found = _LISTENING.search(line.decode("utf-8", "replace").rstrip("\r"))
+                        if found:
+                            watching = False
+                            with contextlib.suppress(Exception):  # best effort (claim.py)
+                                on_listening(int(found.group(1).rsplit(":", 1)[1]))
+                            break
+                os.write(out_write, data)
+        except OSError:
+            pass  # the reader is gone: the server is stopping
+        finally:
+            os.close(fd)
+            os.close(out_write)
+
+    threading.Thread(target=copy, name="nats-server-output", daemon=True).start()
+    return out_read
+
+
 async def _pipe_reader(fd: int) -> asyncio.StreamReader:
     """A stream reading the pipe ``fd`` (then owned by the stream)."""
     reader = asyncio.StreamReader()
@@ -214,7 +261,10 @@ class EmbeddedNatsServer:
     """A nats-server child process. ``start()``, then use ``client_url``; ``stop()`` at the end.
 
     ``on_log`` receives every output line (the caller reformats them); ``on_exit`` is
-    called with the exit code if the process ends without ``stop()`` having been called.
+    called with the exit code if the process ends without ``stop()`` having been called;
+    ``on_listening(host, port)`` as soon as the client port accepts (host: one this
+    process can connect to): from a thread reading the output where it can (Linux), else
+    from the loop turn that read the line saying so; it must be thread-safe.
     """
 
     def __init__(
@@ -224,10 +274,12 @@ class EmbeddedNatsServer:
         on_log: Callable[[str], None],
         on_exit: Callable[[int], None],
         binary: str = "",
+        on_listening: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config
         self._on_log = on_log
         self._on_exit = on_exit
+        self._on_listening = on_listening
         self._binary = binary
         self._dir = ""
         self._conf_path = ""
@@ -237,6 +289,9 @@ class EmbeddedNatsServer:
         self._stopping = False
         self._recent: deque[str] = deque(maxlen=50)
         self._ports: dict[str, Any] = {}
+        self._listening: asyncio.Future[None] | None = None
+        self._monitors: list[str] = []
+        self.version = ""  # from its banner ("2.15.1"); "" until it printed it
         self.config_text = ""
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -288,8 +343,13 @@ class EmbeddedNatsServer:
                 os.close(stdout)
         with contextlib.suppress(OSError):
             Path(self._dir, f"child_{self._proc.pid}.pid").touch(0o600)
+        if read_end >= 0 and self._on_listening is not None:
+            on_listening, host = self._on_listening, connectable_host(self.config.host)
+            read_end = _watched_pipe(read_end, lambda port: on_listening(host, port))
+            self._on_listening = None  # called by the thread, not again from the loop
         output = self._proc.stdout if read_end < 0 else await _pipe_reader(read_end)
         assert output is not None
+        self._listening = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_output(output))
         try:
             await self._wait_ready(timeout)
@@ -306,6 +366,8 @@ class EmbeddedNatsServer:
         deadline = loop.time() + timeout
         pattern = f"*_{proc.pid}.ports"
         while True:
+            if self._listening is not None and self._listening.done():
+                return
             for path in Path(self._dir).glob(pattern):
                 with contextlib.suppress(OSError, ValueError):
                     ports = json.loads(path.read_text(encoding="utf-8"))
@@ -318,7 +380,11 @@ class EmbeddedNatsServer:
                 raise NatsServerStartError(self._failure_text(proc.returncode))
             if loop.time() > deadline:
                 raise NatsServerStartError(f"nats-server did not start within {timeout:g}s")
-            await asyncio.sleep(0.01)
+            # Its "Listening" line ends the wait at once; the ports file is the fallback.
+            if self._listening is not None:
+                await asyncio.wait([self._listening], timeout=0.01)
+            else:
+                await asyncio.sleep(0.01)
 
     async def _reader_done(self) -> None:
         if self._reader is not None:
@@ -350,9 +416,25 @@ class EmbeddedNatsServer:
                 return
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             self._recent.append(line)
+            self._learn(line)
             # A broken log sink must not stop the draining of the pipe.
             with contextlib.suppress(Exception):
                 self._on_log(line)
+
+    def _learn(self, line: str) -> None:
+        """The version, the monitor ports and the client port, from the startup lines."""
+        if self._listening is None or self._listening.done():
+            return
+        text = split_log_line(line)[1]
+        if not self.version and (version := _VERSION_LINE.match(text)):
+            self.version = version.group(1).removeprefix("v")
+        elif monitor := _MONITOR.search(text):
+            self._monitors.append(f"{monitor.group(1)}://{monitor.group(2)}")
+        elif listening := _LISTENING.search(text):
+            self._ports = {"nats": [f"nats://{listening.group(1)}"], "monitoring": self._monitors}
+            self._listening.set_result(None)
+            if self._on_listening is not None:
+                self._on_listening(connectable_host(self.config.host), self.client_port)
 
     async def _watch(self) -> None:
         assert self._proc is not None

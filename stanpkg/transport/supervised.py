@@ -38,6 +38,7 @@ class SupervisedNatsServer:
         on_restarted: Callable[[], None],
         wanted: Callable[[], bool] = lambda: True,
         binary: str = "",
+        on_listening: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config
         self._on_log = on_log
@@ -45,14 +46,19 @@ class SupervisedNatsServer:
         self._on_restarted = on_restarted
         self._wanted = wanted  # False once the node is on its way out: no restart then
         self._binary = binary
+        self._on_listening = on_listening  # the first start's only (embedded.py)
         self._current: EmbeddedNatsServer | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self.restarts = 0
 
-    def _new(self) -> EmbeddedNatsServer:
+    def _new(self, on_listening: Callable[[str, int], None] | None = None) -> EmbeddedNatsServer:
         return EmbeddedNatsServer(
-            self.config, on_log=self._on_log, on_exit=self._exited, binary=self._binary
+            self.config,
+            on_log=self._on_log,
+            on_exit=self._exited,
+            binary=self._binary,
+            on_listening=on_listening,
         )
 
     @property
@@ -62,7 +68,7 @@ class SupervisedNatsServer:
         return self._current
 
     async def start(self, timeout: float = 10.0) -> None:
-        server = self._new()
+        server = self._new(self._on_listening)
         await server.start(timeout)
         self._current = server
         # A port picked at random (-1) stays this one for every later start.
@@ -109,6 +115,11 @@ class SupervisedNatsServer:
             await self._current.stop(timeout)
 
     # -- what the current child bound --------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        """The running child's version, from its banner ("" when not known)."""
+        return self._current.version if self._current is not None else ""
 
     @property
     def client_url(self) -> str:
