@@ -25,7 +25,8 @@ from stanpkg.client import (
     StanError,
     StanSubscription,
 )
-from stanpkg.pipeline.live_options import ConnectionOptions, LiveOptions
+from stanpkg.pipeline.connection_options import ConnectionOptions
+from stanpkg.pipeline.live_options import LiveOptions
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.transport import NatsConnection, NatsError, build_tls_context
 from stanpkg.transport.nuid import next_nuid
@@ -170,7 +171,7 @@ def channel_bounds(options: LiveOptions, known: Iterable[str] = ()) -> dict[str,
 def _monitor_get(options: LiveOptions, query: dict[str, str]) -> dict[str, object] | None:
     url = f"{options.monitor}/streaming/channelsz?{urllib.parse.urlencode(query)}"
     try:
-        with urllib.request.urlopen(url, timeout=options.connect_timeout) as answer:
+        with urllib.request.urlopen(url, timeout=options.connection.connect_timeout) as answer:
             doc = json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404 and "channel" in query:
@@ -190,10 +191,10 @@ def _monitor_bounds(options: LiveOptions, known: set[str]) -> dict[str, ChannelB
         doc = _monitor_get(options, {"offset": str(offset), "limit": str(_MONITOR_PAGE)})
         assert doc is not None
         cluster = doc.get("cluster_id")
-        if cluster is not None and cluster != options.cluster_id:
+        if cluster is not None and cluster != options.connection.cluster_id:
             raise LiveSourceError(
                 f"cluster_id: the server at monitor {options.monitor} is cluster "
-                f"{cluster!r}, not {options.cluster_id!r}"
+                f"{cluster!r}, not {options.connection.cluster_id!r}"
             )
         page = doc.get("names") or []
         assert isinstance(page, list)
@@ -223,7 +224,7 @@ async def _probe_bounds(
     async def first(name: str) -> int:
         return 1 if name in known else await _probe(stan, options, name, pb.First)
 
-    async with connected(options, "probe") as stan:
+    async with connected(options.connection, "probe") as stan:
         found = await asyncio.gather(
             *(first(name) for name in names),
             *(_probe(stan, options, name, pb.LastReceived) for name in names),
@@ -251,7 +252,7 @@ async def _probe(
         return 0
     finally:
         with contextlib.suppress(StanError, NatsError, TimeoutError):
-            await stan.close_subscription(sub, timeout=options.connect_timeout)
+            await stan.close_subscription(sub, timeout=options.connection.connect_timeout)
 
 
 async def _subscribe(
@@ -275,7 +276,7 @@ async def _subscribe(
             on_message=on_message,
             last_wanted=last_wanted,
             max_inflight=inflight,
-            timeout=options.connect_timeout,
+            timeout=options.connection.connect_timeout,
         )
     except StanError as exc:
         raise LiveSourceError(f"channel {channel}: subscribing failed: {exc}") from None
@@ -302,7 +303,7 @@ def iter_ranges(
                 continue
             if stan is None:
                 stan = loop.run_until_complete(
-                    stack.enter_async_context(connected(options, "read"))
+                    stack.enter_async_context(connected(options.connection, "read"))
                 )
             reader = _RangeReader(stan, options, channel, start, end, batch_rows, read)
             try:
@@ -369,7 +370,9 @@ class _RangeReader:
     async def close(self) -> None:
         if self.sub is not None:
             with contextlib.suppress(StanError, NatsError, TimeoutError):
-                await self.stan.close_subscription(self.sub, timeout=self.options.connect_timeout)
+                await self.stan.close_subscription(
+                    self.sub, timeout=self.options.connection.connect_timeout
+                )
 
     def on_message(self, msg: pb.MsgProto) -> None:
         sequence = msg.sequence
@@ -431,8 +434,8 @@ class _RangeReader:
         lo = self.next
         if not self.stan.nc.is_connected:
             raise LiveSourceError(
-                f"channel {self.channel}: connection to {self.options.servers} lost while "
-                f"reading sequences {lo}..{self.end}"
+                f"channel {self.channel}: connection to {self.options.connection.servers} "
+                f"lost while reading sequences {lo}..{self.end}"
             )
         first, last = await asyncio.gather(
             _probe(self.stan, self.options, self.channel, pb.First),

@@ -127,7 +127,7 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _bounds(self, known: Sequence[str] = ()) -> dict[str, Any]:
         if not self.checked:  # once per query run: a down server or wrong ID fails fast
-            check_connection(self.options)
+            check_connection(self.options.connection)
             self.checked = True
         bounds = channel_bounds(self.options, known)
         self.latest = {c: b.last for c, b in bounds.items()}
@@ -170,7 +170,7 @@ class LiveBatchReader(DataSourceReader):
         self.metrics = metrics
 
     def partitions(self) -> Sequence[InputPartition]:
-        check_connection(self.options)
+        check_connection(self.options.connection)
         bounds = channel_bounds(self.options)
         start = starting_offsets(self.options.starting, bounds)
         end = ending_offsets(self.options.ending, bounds)

@@ -220,6 +220,19 @@ def _positive(opts: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _seconds(opts: Mapping[str, str], name: str, default: float) -> float:
+    text = opts.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise OptionError(f"{name}: expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise OptionError(f"{name}: expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _time(opts: Mapping[str, str], name: str) -> int | None:
     text = opts.get(name, "").strip()
     if not text:

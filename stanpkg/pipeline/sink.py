@@ -53,7 +53,7 @@ def plan_sink(options: dict[str, str], schema: StructType) -> SinkOptions:
     parsed = SinkOptions.parse(options)
     check_columns(schema, parsed)
     try:
-        check_connection(parsed)  # fail here, not in every task after its retries
+        check_connection(parsed.connection)  # fail here, not in every task after its retries
     except LiveSourceError as exc:
         raise SinkError(str(exc)) from None
     return parsed

@@ -2,21 +2,17 @@
 ``df.writeStream.format("stan")``.
 
 Parsed where the write is planned (the driver), into an immutable, picklable value that
-every task receives. The connection options are the live source's (live_options.py).
+every task receives. The connection options are the live source's (connection_options.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from stanpkg.pipeline.live_options import (
-    CONNECTION_OPTIONS,
-    LIVE_OPTIONS,
-    _seconds,
-    connection_fields,
-)
-from stanpkg.pipeline.options import OptionError, _positive
+from stanpkg.pipeline.connection_options import CONNECTION_OPTIONS, ConnectionOptions
+from stanpkg.pipeline.live_options import LIVE_OPTIONS
+from stanpkg.pipeline.options import OptionError, _positive, _seconds
 from stanpkg.plan.subjects import channel_name_problem
 
 __all__ = ["FAIL_FIRST_ATTEMPT", "SINK_OPTIONS", "SinkOptions", "channel_problem"]
@@ -36,24 +32,12 @@ _SPARK_OPTIONS = frozenset({"checkpointlocation"})
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """What publishing a DataFrame's rows needs (credentials stay out of ``repr``)."""
+    """What publishing a DataFrame's rows needs."""
 
-    servers: str
-    cluster_id: str
+    connection: ConnectionOptions
     channel: str = ""  # rows without a channel column (or with a null one) go here
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     ack_timeout: float = DEFAULT_ACK_TIMEOUT
-    user: str = field(default="", repr=False)
-    password: str = field(default="", repr=False)
-    token: str = field(default="", repr=False)
-    credentials: str = ""
-    nkey_seed_file: str = ""
-    tls_ca: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_skip_verify: bool = False
-    connect_timeout: float = 5.0
-    client_id_prefix: str = "stanpkg-spark"
     fail_first_attempt_after: int | None = None
 
     @classmethod
@@ -78,19 +62,17 @@ class SinkOptions:
             if problem:
                 raise OptionError(f"channel: {problem}")
         fail_after = opts.get(FAIL_FIRST_ATTEMPT, "").strip()
+        max_inflight = _positive(opts, "maxinflight", DEFAULT_MAX_INFLIGHT)
+        ack_timeout = _seconds(opts, "acktimeout", DEFAULT_ACK_TIMEOUT)
+        fail_first = _positive(opts, FAIL_FIRST_ATTEMPT, 1) if fail_after else None
         return cls(
+            # Checked last: with both wrong, the sink's own option is the one named.
+            connection=ConnectionOptions.parse(opts),
             channel=channel,
-            max_inflight=_positive(opts, "maxinflight", DEFAULT_MAX_INFLIGHT),
-            ack_timeout=_seconds(opts, "acktimeout", DEFAULT_ACK_TIMEOUT),
-            fail_first_attempt_after=(
-                _positive(opts, FAIL_FIRST_ATTEMPT, 1) if fail_after else None
-            ),
-            **connection_fields(opts),
+            max_inflight=max_inflight,
+            ack_timeout=ack_timeout,
+            fail_first_attempt_after=fail_first,
         )
-
-    @property
-    def uses_tls(self) -> bool:
-        return bool(self.tls_ca or self.tls_cert or self.tls_skip_verify)
 
 
 def channel_problem(name: str) -> str | None:

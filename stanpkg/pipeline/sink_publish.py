@@ -80,7 +80,7 @@ class _Publisher:
 
     async def connect(self) -> StanBenchClient:
         try:
-            stan = await self.stack.enter_async_context(connected(self.options, "write"))
+            stan = await self.stack.enter_async_context(connected(self.options.connection, "write"))
         except LiveSourceError as exc:
             raise SinkError(str(exc)) from None
         stan.max_inflight = self.options.max_inflight
@@ -169,7 +169,7 @@ class _Publisher:
             self.check_acks()
             if not stan.nc.is_connected:
                 raise SinkError(
-                    f"servers: connection to {self.options.servers} lost with "
+                    f"servers: connection to {self.options.connection.servers} lost with "
                     f"{stan.inflight} message(s) not acknowledged"
                 )
             if stan.acked != acked:
@@ -197,7 +197,7 @@ class _Publisher:
         assert stan is not None
         if not stan.nc.is_connected:
             raise SinkError(
-                f"servers: connection to {self.options.servers} lost while publishing"
+                f"servers: connection to {self.options.connection.servers} lost while publishing"
             ) from None
         largest = pc.max(pc.binary_length(batch.column(batch.schema.names.index(DATA))))
         raise SinkError(

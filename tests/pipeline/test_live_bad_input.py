@@ -64,7 +64,7 @@ def test_server_down_fails_within_the_connect_timeout() -> None:
         {**BASE, "servers": f"nats://127.0.0.1:{free_port()}", "connectTimeout": "1"}
     )
     with pytest.raises(LiveSourceError, match=r"servers: cannot connect to NATS at nats://"):
-        check_connection(options)
+        check_connection(options.connection)
 
 
 def test_wrong_cluster_id_is_named(server: LiveServer) -> None:
@@ -72,7 +72,7 @@ def test_wrong_cluster_id_is_named(server: LiveServer) -> None:
         {**server.options(channels="a", connectTimeout="1"), "cluster_id": "not-this-one"}
     )
     with pytest.raises(LiveSourceError, match="cluster_id: no STAN server of cluster"):
-        check_connection(options)
+        check_connection(options.connection)
     # The monitoring endpoint says which cluster it serves.
     with pytest.raises(LiveSourceError, match=f"is cluster '{server.cluster_id}'"):
         channel_bounds(options)

@@ -42,7 +42,7 @@ def test_go_reference_server(go_server: LiveServer, monitor: bool) -> None:
     options = LiveOptions.parse(
         go_server.options(channels="go.*" if monitor else channel, **no_monitor)
     )
-    check_connection(options)
+    check_connection(options.connection)
     assert channel_bounds(options)[channel] == ChannelBounds(8, 12)
     read = RangeRead()
     batches = iter_range(options, channel, 9, 12, 2, read)
@@ -56,9 +56,9 @@ def test_user_and_password(tmp_path: Path) -> None:
     server = LiveServer(tmp_path, "--user", "reader", "--pass", "s3cret")
     try:
         base = {**server.options(channels="a", connectTimeout="2"), "user": "reader"}
-        check_connection(LiveOptions.parse({**base, "password": "s3cret"}))
+        check_connection(LiveOptions.parse({**base, "password": "s3cret"}).connection)
         with pytest.raises(LiveSourceError, match="servers: cannot connect to NATS") as err:
-            check_connection(LiveOptions.parse({**base, "password": "wrong"}))
+            check_connection(LiveOptions.parse({**base, "password": "wrong"}).connection)
         assert "s3cret" not in str(err.value) and "wrong" not in str(err.value)
     finally:
         server.stop()
