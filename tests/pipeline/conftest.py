@@ -1,15 +1,21 @@
 """One local SparkSession for the pipeline tests (JVM start-up dominates): created once, and
-again after a module that ran its own (the standalone cluster's, test_spark_cluster.py)."""
+again after a module that ran its own (the standalone cluster's, test_spark_cluster.py).
+The STAN servers the live-source and sink tests read from and publish to, and a datastore
+whose oldest slice the server discarded."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.pipeline.helpers import DiscardedSlice, discard_first_slice, write_store
+from tests.pipeline.live_helpers import LiveServer
+from tests.pipeline.sink_helpers import SERVER_KINDS, server_fixture
 from tests.pipeline.spark_cluster import stop_spark
 
 # Two task threads; a failed task is retried once, as a cluster retries it (the sink's
@@ -49,6 +55,45 @@ def spark(spark_environment: None) -> Any:
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A stanpkg server with its defaults (memory store), shared by a module's tests."""
+    server = LiveServer(tmp_path_factory.mktemp("live"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def start_live_server(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Starts servers of the test's own (LiveServer's arguments, in ``tmp_path``), all
+    stopped after the test (a test may stop one itself: stopping twice does nothing)."""
+    started: list[LiveServer] = []
+
+    def start(*args: str) -> LiveServer:
+        started.append(LiveServer(tmp_path, *args))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module", params=SERVER_KINDS)
+def sink_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """Each server the sink scenarios run against (sink_helpers.SERVER_KINDS), in turn."""
+    yield from server_fixture(request.param, tmp_path_factory)
+
+
+@pytest.fixture
+def discarded_slice(tmp_path: Path) -> DiscardedSlice:
+    """``tmp_path/ds``: channel ``c``, 8 messages in slices of 4, the first slice discarded
+    by the server (its files renamed to .bak, for the archive script)."""
+    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
+    return DiscardedSlice(root, *discard_first_slice(root, "c"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

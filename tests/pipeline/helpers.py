@@ -7,9 +7,11 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from stanpkg.stores.base import ServerInfo
 from stanpkg.stores.crypto import channel_cipher
@@ -104,6 +106,25 @@ def discard_first_slice(root: Path, channel: str) -> tuple[Path, Path]:
     dat.rename(dat_bak)
     idx.rename(idx_bak)
     return dat_bak, idx_bak
+
+
+class DiscardedSlice(NamedTuple):
+    root: Path  # the datastore
+    dat: Path  # the first slice's files, renamed to .bak
+    idx: Path
+
+
+def run_script(channel: str, dat: Path, idx: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The archive script, exec'd with exactly the three arguments the server passes, from
+    the server's cwd."""
+    return subprocess.run(
+        [sys.executable, "-m", "stanpkg.pipeline.archive", channel, str(dat), str(idx)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 def manifest_rows(copy: FixtureCopy) -> list[tuple[str, int, str, str, bytes, int]]:

@@ -1,4 +1,5 @@
-"""A real stanpkg server process for the live-source tests, and a publisher."""
+"""A real stanpkg server process for the live-source tests, a publisher, and a streaming
+query's Parquet output."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from stanpkg.client import StanBenchClient
 from stanpkg.transport import NatsConnection
@@ -97,3 +99,20 @@ async def publish(url: str, cluster_id: str, messages: dict[str, list[bytes]]) -
 def payloads(channel: str, first: int, last: int) -> list[bytes]:
     """Recognisable payloads for sequences first..last of a channel."""
     return [f"{channel}:{seq}".encode() for seq in range(first, last + 1)]
+
+
+def parquet_query(frame: Any, out: Path, checkpoint: Path, *, available_now: bool) -> Any:
+    """Start a Parquet sink; with available_now it is waited for, else left running."""
+    writer = frame.writeStream.format("parquet").option("path", str(out))
+    writer = writer.option("checkpointLocation", str(checkpoint))
+    if available_now:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        return query
+    return writer.trigger(processingTime="200 milliseconds").start()
+
+
+def parquet_rows(spark: Any, out: Path) -> list[tuple[str, int, bytes]]:
+    """(channel, sequence, data) of what a query wrote to ``out``."""
+    frame = spark.read.parquet(str(out))
+    return [(r.channel, r.sequence, bytes(r.data)) for r in frame.collect()]

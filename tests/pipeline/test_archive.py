@@ -15,19 +15,7 @@ from stanpkg.pipeline import archive
 from stanpkg.pipeline.cli import archive_slice_main
 from stanpkg.pipeline.options import ReadOptions
 from stanpkg.pipeline.planning import plan_read
-from tests.pipeline.helpers import discard_first_slice, write_store
-
-
-def run_script(channel: str, dat: Path, idx: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """exec with exactly the three arguments the server passes, from the server's cwd."""
-    return subprocess.run(
-        [sys.executable, "-m", "stanpkg.pipeline.archive", channel, str(dat), str(idx)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-        cwd=Path(__file__).resolve().parents[2],
-    )
+from tests.pipeline.helpers import DiscardedSlice, discard_first_slice, run_script, write_store
 
 
 def test_script_moves_the_slice_into_the_archive(tmp_path: Path) -> None:
@@ -51,9 +39,10 @@ def test_script_moves_the_slice_into_the_archive(tmp_path: Path) -> None:
     ]
 
 
-def test_archive_dir_from_environment_and_relative_paths(tmp_path: Path) -> None:
-    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    dat_bak, _ = discard_first_slice(root, "c")
+def test_archive_dir_from_environment_and_relative_paths(
+    tmp_path: Path, discarded_slice: DiscardedSlice
+) -> None:
+    dat_bak = discarded_slice.dat
     proc = subprocess.run(
         [sys.executable, "-m", "stanpkg.pipeline.archive", "c", "ds/c/msgs.1.dat.bak",
          "ds/c/msgs.1.idx.bak"],
@@ -65,9 +54,10 @@ def test_archive_dir_from_environment_and_relative_paths(tmp_path: Path) -> None
     assert not dat_bak.exists()
 
 
-def test_rerun_after_interruption_finishes_the_move(tmp_path: Path) -> None:
-    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    dat_bak, idx_bak = discard_first_slice(root, "c")
+def test_rerun_after_interruption_finishes_the_move(
+    tmp_path: Path, discarded_slice: DiscardedSlice
+) -> None:
+    _, dat_bak, idx_bak = discarded_slice
     target = tmp_path / "ds.archive" / "c"
     target.mkdir(parents=True)
     # Interrupted after the data file was linked into the archive, before the unlink.
@@ -81,12 +71,11 @@ def test_rerun_after_interruption_finishes_the_move(tmp_path: Path) -> None:
 
 
 def test_interrupted_copy_never_loses_the_slice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, discarded_slice: DiscardedSlice, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Archive on another filesystem (no hard links): a crash in the copy leaves the
     source intact and no half file under a slice name; the next run completes."""
-    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    dat_bak, idx_bak = discard_first_slice(root, "c")
+    _, dat_bak, idx_bak = discarded_slice
     content = dat_bak.read_bytes()
 
     def cross_device(src: str, dst: str) -> None:
@@ -110,9 +99,10 @@ def test_interrupted_copy_never_loses_the_slice(
     assert not dat_bak.exists()
 
 
-def test_conflicting_archive_keeps_the_source(tmp_path: Path) -> None:
-    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    dat_bak, idx_bak = discard_first_slice(root, "c")
+def test_conflicting_archive_keeps_the_source(
+    tmp_path: Path, discarded_slice: DiscardedSlice
+) -> None:
+    _, dat_bak, idx_bak = discarded_slice
     target = tmp_path / "ds.archive" / "c"
     target.mkdir(parents=True)
     (target / "msgs.1.idx").write_bytes(b"something else")

@@ -16,9 +16,9 @@ from tests.pipeline.helpers import (
     copy_fixture,
     discard_first_slice,
     manifest_rows,
+    run_script,
     write_store,
 )
-from tests.pipeline.test_archive import run_script
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,9 @@ from stanpkg.pipeline.live_client import (
 )
 from stanpkg.pipeline.live_options import LiveOptions
 from stanpkg.pipeline.options import OptionError
-from tests.pipeline.live_helpers import LiveServer, free_port, payloads
+from tests.pipeline.live_helpers import LiveServer, free_port, parquet_query, payloads
 
 BASE = {"servers": "nats://127.0.0.1:4222", "cluster_id": "c", "channels": "a"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = LiveServer(tmp_path_factory.mktemp("live-bad"))
-    yield live
-    live.stop()
 
 
 @pytest.mark.parametrize(
@@ -67,22 +60,22 @@ def test_server_down_fails_within_the_connect_timeout() -> None:
         check_connection(options.connection)
 
 
-def test_wrong_cluster_id_is_named(server: LiveServer) -> None:
+def test_wrong_cluster_id_is_named(live_server: LiveServer) -> None:
     options = LiveOptions.parse(
-        {**server.options(channels="a", connectTimeout="1"), "cluster_id": "not-this-one"}
+        {**live_server.options(channels="a", connectTimeout="1"), "cluster_id": "not-this-one"}
     )
     with pytest.raises(LiveSourceError, match="cluster_id: no STAN server of cluster"):
         check_connection(options.connection)
     # The monitoring endpoint says which cluster it serves.
-    with pytest.raises(LiveSourceError, match=f"is cluster '{server.cluster_id}'"):
+    with pytest.raises(LiveSourceError, match=f"is cluster '{live_server.cluster_id}'"):
         channel_bounds(options)
 
 
-def test_range_the_server_no_longer_holds(server: LiveServer) -> None:
+def test_range_the_server_no_longer_holds(live_server: LiveServer) -> None:
     """A range past what the server delivers (removed while the query ran) stops after
     idleTimeout: an error naming channel and sequences, or skipped and counted."""
-    server.publish("short", payloads("short", 1, 3))
-    options = LiveOptions.parse(server.options(channels="short", idleTimeout="0.5"))
+    live_server.publish("short", payloads("short", 1, 3))
+    options = LiveOptions.parse(live_server.options(channels="short", idleTimeout="0.5"))
     started = time.monotonic()
     named = r"channel short: no message after sequence 3 .* messages 4\.\.5 are no longer"
     with pytest.raises(LiveSourceError, match=named):
@@ -102,14 +95,8 @@ def test_streaming_query_fails_with_the_named_problem(spark: Any, tmp_path: Path
 
     def start(options: dict[str, str]) -> None:
         frame = spark.readStream.format("stan").options(**options).load()
-        query = (
-            frame.writeStream.format("parquet")
-            .option("path", str(tmp_path / "out"))
-            .option("checkpointLocation", str(tmp_path / f"cp{time.monotonic_ns()}"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        checkpoint = tmp_path / f"cp{time.monotonic_ns()}"
+        parquet_query(frame, tmp_path / "out", checkpoint, available_now=True)
 
     down = {**BASE, "servers": f"nats://127.0.0.1:{free_port()}", "connectTimeout": "1"}
     with pytest.raises(Exception, match="servers: cannot connect to NATS"):
@@ -120,19 +107,18 @@ def test_streaming_query_fails_with_the_named_problem(spark: Any, tmp_path: Path
         start({"path": str(tmp_path)})
 
 
-def test_connection_lost_mid_range_fails_the_task_even_when_skipping(tmp_path: Path) -> None:
+def test_connection_lost_mid_range_fails_the_task_even_when_skipping(
+    start_live_server: Callable[..., LiveServer],
+) -> None:
     """A server gone while a range is read is not data loss: the task fails (and Spark
     retries it) whatever failOnDataLoss says."""
-    live = LiveServer(tmp_path)
-    try:
-        live.publish("gone", payloads("gone", 1, 5))
-        options = LiveOptions.parse(
-            live.options(channels="gone", idleTimeout="0.5", failOnDataLoss="false")
-        )
-        batches = iter_range(options, "gone", 0, 8, 5, RangeRead())
-        assert next(batches).sequence == (1, 2, 3, 4, 5)
-        live.stop()
-        with pytest.raises(LiveSourceError, match=r"channel gone: connection to .* lost"):
-            next(batches)
-    finally:
-        live.stop()
+    live = start_live_server()
+    live.publish("gone", payloads("gone", 1, 5))
+    options = LiveOptions.parse(
+        live.options(channels="gone", idleTimeout="0.5", failOnDataLoss="false")
+    )
+    batches = iter_range(options, "gone", 0, 8, 5, RangeRead())
+    assert next(batches).sequence == (1, 2, 3, 4, 5)
+    live.stop()
+    with pytest.raises(LiveSourceError, match=r"channel gone: connection to .* lost"):
+        next(batches)

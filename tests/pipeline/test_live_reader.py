@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from collections.abc import Iterator
-
-import pytest
 
 from stanpkg.client import StanBenchClient
 from stanpkg.pipeline.live_client import RangeRead, iter_ranges
@@ -18,44 +15,37 @@ from stanpkg.transport import NatsConnection
 from tests.pipeline.live_helpers import LiveServer, payloads
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = LiveServer(tmp_path_factory.mktemp("live-reader"))
-    yield live
-    live.stop()
-
-
 def reading_clients(server: LiveServer) -> list[str]:
     with urllib.request.urlopen(f"{server.monitor}/streaming/clientsz", timeout=5) as answer:
         clients = json.loads(answer.read())["clients"] or []
     return [c["id"] for c in clients if "-read-" in c["id"]]
 
 
-def test_several_ranges_are_read_in_turn_on_one_connection(server: LiveServer) -> None:
+def test_several_ranges_are_read_in_turn_on_one_connection(live_server: LiveServer) -> None:
     for channel in ("r.a", "r.b"):
-        server.publish(channel, payloads(channel, 1, 6))
-    options = LiveOptions.parse(server.options(channels="r.*"))
+        live_server.publish(channel, payloads(channel, 1, 6))
+    options = LiveOptions.parse(live_server.options(channels="r.*"))
     ranges = [("r.a", 0, 3, RangeRead()), ("r.b", 1, 4, RangeRead())]
     ranges += [("r.b", 4, 4, RangeRead()), ("r.a", 3, 6, RangeRead())]  # empty, then more
     got = []
     for channel, batch in iter_ranges(options, ranges, 2):
         got += [(channel, seq, data) for seq, data in zip(batch.sequence, batch.data, strict=True)]
-        assert len(reading_clients(server)) == 1
+        assert len(reading_clients(live_server)) == 1
     expected = [("r.a", s, d) for s, d in zip(range(1, 4), payloads("r.a", 1, 3), strict=True)]
     expected += [("r.b", s, d) for s, d in zip(range(2, 5), payloads("r.b", 2, 4), strict=True)]
     expected += [("r.a", s, d) for s, d in zip(range(4, 7), payloads("r.a", 4, 6), strict=True)]
     assert got == expected
     assert [r[3].messages for r in ranges] == [3, 3, 0, 3]
     assert ranges[0][3].payload_bytes == sum(map(len, payloads("r.a", 1, 3)))
-    assert reading_clients(server) == []  # closed at the end
+    assert reading_clients(live_server) == []  # closed at the end
 
 
-def test_a_subscription_gets_nothing_past_its_last_wanted_sequence(server: LiveServer) -> None:
-    server.publish("head", payloads("head", 1, 100))
+def test_a_subscription_gets_nothing_past_its_last_wanted_sequence(live_server: LiveServer) -> None:
+    live_server.publish("head", payloads("head", 1, 100))
 
     async def received(last_wanted: int) -> int:
-        nc = await NatsConnection.connect(server.url)
-        stan = await StanBenchClient.connect(nc, server.cluster_id, f"lw-{last_wanted}")
+        nc = await NatsConnection.connect(live_server.url)
+        stan = await StanBenchClient.connect(nc, live_server.cluster_id, f"lw-{last_wanted}")
         got: list[int] = []
         sub = await stan.subscribe(
             "head",

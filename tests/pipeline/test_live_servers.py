@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,13 +52,10 @@ def test_go_reference_server(go_server: LiveServer, monitor: bool) -> None:
         list(iter_range(options, channel, 2, 12, 100, RangeRead()))
 
 
-def test_user_and_password(tmp_path: Path) -> None:
-    server = LiveServer(tmp_path, "--user", "reader", "--pass", "s3cret")
-    try:
-        base = {**server.options(channels="a", connectTimeout="2"), "user": "reader"}
-        check_connection(LiveOptions.parse({**base, "password": "s3cret"}).connection)
-        with pytest.raises(LiveSourceError, match="servers: cannot connect to NATS") as err:
-            check_connection(LiveOptions.parse({**base, "password": "wrong"}).connection)
-        assert "s3cret" not in str(err.value) and "wrong" not in str(err.value)
-    finally:
-        server.stop()
+def test_user_and_password(start_live_server: Callable[..., LiveServer]) -> None:
+    server = start_live_server("--user", "reader", "--pass", "s3cret")
+    base = {**server.options(channels="a", connectTimeout="2"), "user": "reader"}
+    check_connection(LiveOptions.parse({**base, "password": "s3cret"}).connection)
+    with pytest.raises(LiveSourceError, match="servers: cannot connect to NATS") as err:
+        check_connection(LiveOptions.parse({**base, "password": "wrong"}).connection)
+    assert "s3cret" not in str(err.value) and "wrong" not in str(err.value)

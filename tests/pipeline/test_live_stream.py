@@ -11,7 +11,7 @@ import pytest
 
 from stanpkg.pipeline import register
 from stanpkg.pipeline.source import SCHEMA
-from tests.pipeline.live_helpers import LiveServer, payloads
+from tests.pipeline.live_helpers import LiveServer, parquet_query, parquet_rows, payloads
 
 pytestmark = pytest.mark.slow
 
@@ -38,22 +38,6 @@ def stream(spark: Any, options: dict[str, str]) -> Any:
     return frame
 
 
-def run(frame: Any, out: Path, checkpoint: Path, *, available_now: bool) -> Any:
-    """Start a Parquet sink; with available_now it is waited for, else left running."""
-    writer = frame.writeStream.format("parquet").option("path", str(out))
-    writer = writer.option("checkpointLocation", str(checkpoint))
-    if available_now:
-        query = writer.trigger(availableNow=True).start()
-        query.awaitTermination()
-        return query
-    return writer.trigger(processingTime="200 milliseconds").start()
-
-
-def sink_rows(spark: Any, out: Path) -> list[tuple[str, int, bytes]]:
-    frame = spark.read.parquet(str(out))
-    return [(r.channel, r.sequence, bytes(r.data)) for r in frame.collect()]
-
-
 def expected(channel: str, first: int, last: int) -> list[tuple[str, int, bytes]]:
     return [(channel, seq, data) for seq, data in enumerate(payloads(channel, first, last), first)]
 
@@ -69,7 +53,7 @@ def test_published_before_and_while_running_land_once_across_restarts(
     server.publish("audit", payloads("audit", 1, 5))  # not selected
     frame = stream(spark, server.options(channels="orders.*"))
 
-    query = run(frame, out, checkpoint, available_now=False)
+    query = parquet_query(frame, out, checkpoint, available_now=False)
     try:
         query.processAllAvailable()
         server.publish("orders.eu", payloads("orders.eu", 301, 400))
@@ -79,13 +63,13 @@ def test_published_before_and_while_running_land_once_across_restarts(
     finally:
         query.stop()
     want = expected("orders.eu", 1, 400) + expected("orders.us", 1, 50)
-    assert sorted(sink_rows(spark, out)) == want
+    assert sorted(parquet_rows(spark, out)) == want
 
     server.publish("orders.eu", payloads("orders.eu", 401, 420))
     server.publish("orders.us", payloads("orders.us", 51, 60))
-    run(frame, out, checkpoint, available_now=True)
+    parquet_query(frame, out, checkpoint, available_now=True)
     want = expected("orders.eu", 1, 420) + expected("orders.us", 1, 60)
-    assert sorted(sink_rows(spark, out)) == want  # nothing of the first run read twice
+    assert sorted(parquet_rows(spark, out)) == want  # nothing of the first run read twice
 
 
 def test_max_messages_per_trigger_and_lag_in_progress(
@@ -95,16 +79,17 @@ def test_max_messages_per_trigger_and_lag_in_progress(
     for channel in ("m.one", "m.two"):
         server.publish(channel, payloads(channel, 1, 5))  # the server keeps 5 per channel
     options = server.options(channels="m.one,m.two", maxMessagesPerTrigger=3, monitor="")
-    query = run(stream(spark, options), tmp_path / "out", tmp_path / "cp", available_now=True)
+    query = parquet_query(
+        stream(spark, options), tmp_path / "out", tmp_path / "cp", available_now=True
+    )
     batches = [p for p in query.recentProgress if p.numInputRows]
     assert [p.numInputRows for p in batches] == [3, 3, 3, 1]
     first = batches[0].sources[0]
     # Spark's progress carries where each trigger ended and the server's last sequences.
     assert json.loads(first.latestOffset) == {"m.one": 5, "m.two": 5}
     assert sorted(json.loads(first.endOffset).values()) == [1, 2]  # 3 shared out
-    assert sorted(sink_rows(spark, tmp_path / "out")) == expected("m.one", 1, 5) + expected(
-        "m.two", 1, 5
-    )
+    want = expected("m.one", 1, 5) + expected("m.two", 1, 5)
+    assert sorted(parquet_rows(spark, tmp_path / "out")) == want
 
 
 def test_fail_on_data_loss_names_channel_and_sequences(
@@ -114,12 +99,12 @@ def test_fail_on_data_loss_names_channel_and_sequences(
     server.publish("lossy", payloads("lossy", 1, 12))  # 1..7 removed by max_msgs 5
     options = server.options(channels="lossy", startingOffsets='{"lossy": 2}')
     with pytest.raises(Exception) as err:
-        run(stream(spark, options), tmp_path / "out", tmp_path / "cp", available_now=True)
+        parquet_query(stream(spark, options), tmp_path / "out", tmp_path / "cp", available_now=True)
     assert "channel lossy: messages 3..7 were removed" in str(err.value)
 
     options["failOnDataLoss"] = "false"
-    run(stream(spark, options), tmp_path / "out2", tmp_path / "cp2", available_now=True)
-    assert sorted(sink_rows(spark, tmp_path / "out2")) == expected("lossy", 8, 12)
+    parquet_query(stream(spark, options), tmp_path / "out2", tmp_path / "cp2", available_now=True)
+    assert sorted(parquet_rows(spark, tmp_path / "out2")) == expected("lossy", 8, 12)
 
 
 def test_batch_read_between_offsets(spark: Any, memory_server: LiveServer) -> None:

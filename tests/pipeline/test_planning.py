@@ -14,6 +14,7 @@ from stanpkg.stores.file.format import UnexpectedEOFError
 from tests.pipeline.helpers import (
     BASE_TS,
     TS_STEP,
+    DiscardedSlice,
     copy_fixture,
     discard_first_slice,
     manifest_rows,
@@ -172,9 +173,8 @@ def test_archived_and_bak_slices(tmp_path: Path) -> None:
     assert [r[1] for r in rows] == list(range(1, 13))
 
 
-def test_archived_slice_without_index_is_scanned(tmp_path: Path) -> None:
-    root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    dat_bak, idx_bak = discard_first_slice(root, "c")
+def test_archived_slice_without_index_is_scanned(discarded_slice: DiscardedSlice) -> None:
+    root, dat_bak, idx_bak = discarded_slice
     idx_bak.unlink()
     options = ReadOptions.parse({"path": str(root), "includeArchived": "true"}, environ={})
     rows, _ = read_all(options)

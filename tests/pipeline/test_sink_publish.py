@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -126,20 +125,18 @@ def test_wrong_server_or_cluster_fails_within_the_connect_timeout(server: LiveSe
     assert time.monotonic() - started < 10  # 1 s, generous on a shared machine
 
 
-def test_refused_message_fails_the_task(tmp_path: Path) -> None:
+def test_refused_message_fails_the_task(start_live_server: Callable[..., LiveServer]) -> None:
     """A PubAck with an error (here: a second channel over max_channels 1)."""
-    live = LiveServer(tmp_path, "-mc", "1")
-    try:
-        options = SinkOptions.parse(sink_options(live))
-        with pytest.raises(SinkError, match=r"the STAN server refused a message \(.*channels"):
-            publish_batches(options, iter([batch([b"1", b"2"], ["one", "two"])]))
-    finally:
-        live.stop()
+    options = SinkOptions.parse(sink_options(start_live_server("-mc", "1")))
+    with pytest.raises(SinkError, match=r"the STAN server refused a message \(.*channels"):
+        publish_batches(options, iter([batch([b"1", b"2"], ["one", "two"])]))
 
 
-def test_no_pub_ack_within_ack_timeout_fails_the_task(tmp_path: Path) -> None:
+def test_no_pub_ack_within_ack_timeout_fails_the_task(
+    start_live_server: Callable[..., LiveServer],
+) -> None:
     """The STAN server stopped (SIGSTOP), its NATS server up: the PubAcks never come."""
-    live = LiveServer(tmp_path)
+    live = start_live_server()
     stopped: list[float] = []
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -148,36 +145,30 @@ def test_no_pub_ack_within_ack_timeout_fails_the_task(tmp_path: Path) -> None:
         stopped.append(time.monotonic())
         yield batch([b"x", b"y"])
 
+    options = SinkOptions.parse(
+        sink_options(live, channel="held", ackTimeout="1", connectTimeout="1")
+    )
     try:
-        options = SinkOptions.parse(
-            sink_options(live, channel="held", ackTimeout="1", connectTimeout="1")
-        )
-        try:
-            with pytest.raises(SinkError, match=r"no PubAck .* for 1 s \(option ackTimeout\)"):
-                publish_batches(options, batches())
-        finally:
-            os.kill(live.proc.pid, signal.SIGCONT)
-        assert time.monotonic() - stopped[0] < 10
+        with pytest.raises(SinkError, match=r"no PubAck .* for 1 s \(option ackTimeout\)"):
+            publish_batches(options, batches())
     finally:
-        live.stop()
+        os.kill(live.proc.pid, signal.SIGCONT)
+    assert time.monotonic() - stopped[0] < 10
 
 
-def test_connection_lost_mid_task_fails_it(tmp_path: Path) -> None:
-    live = LiveServer(tmp_path)
+def test_connection_lost_mid_task_fails_it(start_live_server: Callable[..., LiveServer]) -> None:
+    live = start_live_server()
 
     def batches() -> Iterator[pa.RecordBatch]:
         yield batch(rows("lost", 1, 100))
         live.stop()
         yield batch(rows("lost", 101, 200))
 
-    try:
-        options = SinkOptions.parse(sink_options(live, channel="lost", ackTimeout="5"))
-        started = time.monotonic()
-        with pytest.raises(SinkError, match=r"servers: connection to nats://.* lost"):
-            publish_batches(options, batches())
-        assert time.monotonic() - started < 20
-    finally:
-        live.stop()
+    options = SinkOptions.parse(sink_options(live, channel="lost", ackTimeout="5"))
+    started = time.monotonic()
+    with pytest.raises(SinkError, match=r"servers: connection to nats://.* lost"):
+        publish_batches(options, batches())
+    assert time.monotonic() - started < 20
 
 
 def test_failure_injected_after_acknowledged_rows(server: LiveServer) -> None:

@@ -15,34 +15,27 @@ import pytest
 from stanpkg.pipeline import register
 from tests.pipeline import sink_scenarios as scenarios
 from tests.pipeline.live_helpers import LiveServer, free_port
-from tests.pipeline.sink_helpers import SERVER_KINDS, received, server_fixture, sink_options
+from tests.pipeline.sink_helpers import received, server_fixture, sink_options
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=SERVER_KINDS)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    yield from server_fixture(request.param, tmp_path_factory)
+def test_batch_write_to_two_channels_by_column(spark: Any, sink_server: LiveServer) -> None:
+    scenarios.batch_write_by_column(spark, sink_server)
 
 
-def test_batch_write_to_two_channels_by_column(spark: Any, server: LiveServer) -> None:
-    scenarios.batch_write_by_column(spark, server)
-
-
-def test_batch_write_task_retried(spark: Any, server: LiveServer) -> None:
-    scenarios.batch_write_retried(spark, server)
+def test_batch_write_task_retried(spark: Any, sink_server: LiveServer) -> None:
+    scenarios.batch_write_retried(spark, sink_server)
 
 
 def test_stream_from_files_available_now_and_restarted(
-    spark: Any, server: LiveServer, tmp_path: Path
+    spark: Any, sink_server: LiveServer, tmp_path: Path
 ) -> None:
-    scenarios.stream_from_files(spark, server, tmp_path)
+    scenarios.stream_from_files(spark, sink_server, tmp_path)
 
 
-def test_stream_task_retried(spark: Any, server: LiveServer, tmp_path: Path) -> None:
-    scenarios.stream_retried(spark, server, tmp_path)
+def test_stream_task_retried(spark: Any, sink_server: LiveServer, tmp_path: Path) -> None:
+    scenarios.stream_retried(spark, sink_server, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ stores) and the Go reference server, with task retries (spark.task.maxFailures 4
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,7 @@ from stanpkg.pipeline.export import ExportRequest, prepare_export, run_export
 from stanpkg.pipeline.state import open_state_store
 from tests.pipeline import sink_scenarios as scenarios
 from tests.pipeline.helpers import write_store
-from tests.pipeline.live_helpers import LiveServer, payloads
-from tests.pipeline.sink_helpers import SERVER_KINDS, server_fixture
+from tests.pipeline.live_helpers import LiveServer, parquet_query, parquet_rows, payloads
 from tests.pipeline.spark_cluster import StandaloneCluster, stop_spark
 
 pytestmark = pytest.mark.slow
@@ -38,13 +37,6 @@ def spark(cluster: StandaloneCluster) -> Iterator[Any]:
     session = cluster.session("stanpkg-cluster-tests")
     yield session
     stop_spark()
-
-
-@pytest.fixture(scope="module", params=SERVER_KINDS)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveServer]:
-    yield from server_fixture(request.param, tmp_path_factory)
 
 
 def test_two_executors_on_two_workers(spark: Any, cluster: StandaloneCluster) -> None:
@@ -71,64 +63,54 @@ def test_export(spark: Any, tmp_path: Path) -> None:
     )
 
 
-def test_live_source_query(spark: Any, tmp_path: Path) -> None:
-    live = LiveServer(tmp_path, "-mc", "0")
-    try:
-        live.publish("cl.one", payloads("cl.one", 1, 250))
-        live.publish("cl.two", payloads("cl.two", 1, 30))
-        register(spark)
-        frame = (
-            spark.readStream.format("stan")
-            .options(**live.options(channels="cl.*", maxMessagesPerPartition=100))
-            .load()
-        )
-        query = (
-            frame.writeStream.format("parquet")
-            .option("path", str(tmp_path / "out"))
-            .option("checkpointLocation", str(tmp_path / "cp"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        got = spark.read.parquet(str(tmp_path / "out")).collect()
-        assert sorted((r.channel, r.sequence, bytes(r.data)) for r in got) == sorted(
-            [("cl.one", n, d) for n, d in enumerate(payloads("cl.one", 1, 250), 1)]
-            + [("cl.two", n, d) for n, d in enumerate(payloads("cl.two", 1, 30), 1)]
-        )
-    finally:
-        live.stop()
+def test_live_source_query(
+    spark: Any, start_live_server: Callable[..., LiveServer], tmp_path: Path
+) -> None:
+    live = start_live_server("-mc", "0")
+    live.publish("cl.one", payloads("cl.one", 1, 250))
+    live.publish("cl.two", payloads("cl.two", 1, 30))
+    register(spark)
+    frame = (
+        spark.readStream.format("stan")
+        .options(**live.options(channels="cl.*", maxMessagesPerPartition=100))
+        .load()
+    )
+    parquet_query(frame, tmp_path / "out", tmp_path / "cp", available_now=True)
+    assert sorted(parquet_rows(spark, tmp_path / "out")) == sorted(
+        [("cl.one", n, d) for n, d in enumerate(payloads("cl.one", 1, 250), 1)]
+        + [("cl.two", n, d) for n, d in enumerate(payloads("cl.two", 1, 30), 1)]
+    )
 
 
-def test_sink_batch_write_to_two_channels_by_column(spark: Any, server: LiveServer) -> None:
-    scenarios.batch_write_by_column(spark, server)
+def test_sink_batch_write_to_two_channels_by_column(spark: Any, sink_server: LiveServer) -> None:
+    scenarios.batch_write_by_column(spark, sink_server)
 
 
-def test_sink_batch_write_task_retried(spark: Any, server: LiveServer) -> None:
-    scenarios.batch_write_retried(spark, server)
+def test_sink_batch_write_task_retried(spark: Any, sink_server: LiveServer) -> None:
+    scenarios.batch_write_retried(spark, sink_server)
 
 
 def test_sink_stream_available_now_and_restarted(
-    spark: Any, server: LiveServer, tmp_path: Path
+    spark: Any, sink_server: LiveServer, tmp_path: Path
 ) -> None:
-    scenarios.stream_from_files(spark, server, tmp_path)
+    scenarios.stream_from_files(spark, sink_server, tmp_path)
 
 
-def test_sink_stream_task_retried(spark: Any, server: LiveServer, tmp_path: Path) -> None:
-    scenarios.stream_retried(spark, server, tmp_path)
+def test_sink_stream_task_retried(spark: Any, sink_server: LiveServer, tmp_path: Path) -> None:
+    scenarios.stream_retried(spark, sink_server, tmp_path)
 
 
-def test_sink_wrong_server_or_cluster_id_fails_at_planning(spark: Any, tmp_path: Path) -> None:
+def test_sink_wrong_server_or_cluster_id_fails_at_planning(
+    spark: Any, start_live_server: Callable[..., LiveServer]
+) -> None:
     register(spark)
     frame = spark.createDataFrame([("c", b"x")], "channel string, data binary")
-    live = LiveServer(tmp_path)
-    try:
-        for options, named in [
-            ({"servers": "nats://127.0.0.1:1"}, "servers: cannot connect to NATS at nats://"),
-            ({"cluster_id": "not-this-one"}, "cluster_id: no STAN server of cluster"),
-        ]:
-            base = {"servers": live.url, "cluster_id": live.cluster_id, "connectTimeout": "1"}
-            writer = frame.write.format("stan").options(**(base | options))
-            with pytest.raises(Exception, match=named):
-                writer.mode("append").save()
-    finally:
-        live.stop()
+    live = start_live_server()
+    for options, named in [
+        ({"servers": "nats://127.0.0.1:1"}, "servers: cannot connect to NATS at nats://"),
+        ({"cluster_id": "not-this-one"}, "cluster_id: no STAN server of cluster"),
+    ]:
+        base = {"servers": live.url, "cluster_id": live.cluster_id, "connectTimeout": "1"}
+        writer = frame.write.format("stan").options(**(base | options))
+        with pytest.raises(Exception, match=named):
+            writer.mode("append").save()
