@@ -28,6 +28,7 @@ from stanpkg.pipeline.options import ReadOptions
 __all__ = ["narrow_options"]
 
 _SECOND_NS = 1_000_000_000
+_Range = tuple[int | None, int | None]  # inclusive bounds; None: open on that side
 
 
 def narrow_options(
@@ -70,7 +71,7 @@ def _channel(options: ReadOptions, flt: Filter) -> ReadOptions | None:
     return replace(options, only_channels=wanted)
 
 
-def _bounds(flt: Filter) -> tuple[int | None, int | None] | None:
+def _bounds(flt: Filter) -> _Range | None:
     """Inclusive integer bounds expressed by a comparison filter, if it is one."""
     value = getattr(flt, "value", None)
     if isinstance(flt, In):
@@ -97,14 +98,8 @@ def _sequence(options: ReadOptions, flt: Filter) -> ReadOptions | None:
     bounds = _bounds(flt)
     if bounds is None:
         return None
-    lo, hi = bounds
-    narrowed = options
-    if lo is not None:
-        narrowed = replace(narrowed, from_sequence=max(lo, narrowed.from_sequence or lo))
-    if hi is not None:
-        current = narrowed.to_sequence
-        narrowed = replace(narrowed, to_sequence=hi if current is None else min(hi, current))
-    return narrowed
+    first, last = _intersect(bounds, (options.from_sequence, options.to_sequence))
+    return replace(options, from_sequence=first, to_sequence=last)
 
 
 def _time(options: ReadOptions, flt: Filter, column: str) -> ReadOptions | None:
@@ -123,16 +118,19 @@ def _time(options: ReadOptions, flt: Filter, column: str) -> ReadOptions | None:
     if bounds is None:
         return None
     lo, hi = bounds
-    narrowed = options
+    widened = (None if lo is None else lo - slack, None if hi is None else hi + slack)
+    first, last = _intersect(widened, (options.from_time_ns, options.to_time_ns))
+    return replace(options, from_time_ns=first, to_time_ns=last)
+
+
+def _intersect(bounds: _Range, current: _Range) -> _Range:
+    lo, hi = bounds
+    first, last = current
     if lo is not None:
-        lo -= slack
-        current = narrowed.from_time_ns
-        narrowed = replace(narrowed, from_time_ns=lo if current is None else max(lo, current))
+        first = lo if first is None else max(lo, first)
     if hi is not None:
-        hi += slack
-        current = narrowed.to_time_ns
-        narrowed = replace(narrowed, to_time_ns=hi if current is None else min(hi, current))
-    return narrowed
+        last = hi if last is None else min(hi, last)
+    return first, last
 
 
 def _datetime_ns(value: datetime) -> int:
