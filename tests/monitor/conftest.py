@@ -152,18 +152,24 @@ class ClientLoop:
         self.loop.close()
 
 
+def monitor_of(server: StreamingServer, config: MonitorConfig | None = None) -> MonitorServer:
+    """The monitor of an in-process server, as the node builds it (not started); by default
+    on a free loopback port."""
+    return MonitorServer(
+        ServerView(server),
+        config or MonitorConfig("127.0.0.1", 0),
+        version=VERSION,
+        go_version=GO_VERSION,
+        log=server.log,
+    )
+
+
 @contextlib.asynccontextmanager
 async def monitored(plan: Plan, url: str) -> AsyncIterator[tuple[StreamingServer, str]]:
     """An in-process server (memory store) with its monitor on a free loopback port;
     yields the server and the monitor's base URL."""
     async with running(plan, url) as (server, _log):
-        monitor = MonitorServer(
-            ServerView(server),
-            MonitorConfig("127.0.0.1", 0),
-            version=VERSION,
-            go_version=GO_VERSION,
-            log=server.log,
-        )
+        monitor = monitor_of(server)
         await monitor.start()
         try:
             yield server, f"http://127.0.0.1:{monitor.port}"

@@ -14,10 +14,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from stanpkg.monitor.service import MonitorConfig, MonitorServer
-from stanpkg.node import GO_VERSION, VERSION
-from stanpkg.server.views import ServerView
-from tests.monitor.conftest import ScenarioRun
+from tests.monitor.conftest import ScenarioRun, monitor_of
 from tests.server.conftest import make_plan, running
 
 OPENMETRICS_ACCEPT = (
@@ -125,13 +122,7 @@ async def test_scraper_hanging_up_is_no_error(nats_url: str) -> None:
     async with running(plan, nats_url, debug=True) as (server, log):
         for index in range(20_000):  # ~20 MB of metrics: more than the socket buffers
             server.channels.lookup_or_create(f"channel.{index}")
-        monitor = MonitorServer(
-            ServerView(server),
-            MonitorConfig("127.0.0.1", 0),
-            version=VERSION,
-            go_version=GO_VERSION,
-            log=server.log,
-        )
+        monitor = monitor_of(server)
         await monitor.start()
         try:
             await asyncio.to_thread(_hang_up_during, monitor.port, "/metrics")

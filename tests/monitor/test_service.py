@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.monitor.service import MonitorConfig, MonitorServer, monitor_config
-from stanpkg.node import GO_VERSION, VERSION
+from stanpkg.monitor.service import MonitorConfig, monitor_config
 from stanpkg.server.errors import StartupError
-from stanpkg.server.views import ServerView
-from tests.monitor.conftest import MonitoredProcess, http_request
+from tests.monitor.conftest import MonitoredProcess, http_request, monitor_of
 from tests.server.conftest import make_plan, running
 from tests.transport.certs import make_certs
 
@@ -127,13 +125,7 @@ def test_https_uses_the_nats_configuration_tls_block(tmp_path: Path) -> None:
 async def test_bad_certificate_is_a_startup_error(nats_url: str, tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.pem")
     async with running(make_plan(), nats_url) as (server, _log):
-        monitor = MonitorServer(
-            ServerView(server),
-            MonitorConfig("127.0.0.1", 0, missing, missing),
-            version=VERSION,
-            go_version=GO_VERSION,
-            log=server.log,
-        )
+        monitor = monitor_of(server, MonitorConfig("127.0.0.1", 0, missing, missing))
         with pytest.raises(StartupError, match="HTTPS monitoring certificate"):
             await monitor.start()
         await monitor.stop()
