@@ -15,7 +15,7 @@ import pytest
 
 from stanpkg.cli import main
 from stanpkg.plan.compile import compile_args
-from tests.review.configs import write_problems, write_valid
+from tests.review.configs import write_valid
 
 ISSUE = {
     "type": "object",
@@ -49,11 +49,8 @@ def report(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, li
     return status, doc
 
 
-def test_one_issue_per_diagnostic(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    write_problems(tmp_path)
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.usefixtures("problems_here")
+def test_one_issue_per_diagnostic(capsys: pytest.CaptureFixture[str]) -> None:
     expected = compile_args(["stan.conf"], positional_config=True).diagnostics
     status, issues = report(["stan.conf"], capsys)
     assert status == 1 and len(issues) == len(expected) == 3

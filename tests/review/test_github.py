@@ -14,7 +14,7 @@ from stanpkg.plan.compile import compile_args
 from stanpkg.plan.diagnostics import RULES, error, warning
 from stanpkg.review.findings import Finding
 from stanpkg.review.github import escape_data, escape_property, workflow_command
-from tests.review.configs import write_problems, write_valid
+from tests.review.configs import write_valid
 from tests.review.workflow_commands import NotACommand, parse
 
 
@@ -33,11 +33,8 @@ def test_the_reader_follows_the_documented_syntax() -> None:
             parse(bad)
 
 
-def test_each_diagnostic_is_one_annotation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    write_problems(tmp_path)
-    monkeypatch.chdir(tmp_path)
+@pytest.mark.usefixtures("problems_here")
+def test_each_diagnostic_is_one_annotation(capsys: pytest.CaptureFixture[str]) -> None:
     expected = compile_args(["stan.conf", "-mm", "-1"], positional_config=True).diagnostics
     assert main(["validate", "--format", "github", "stan.conf", "-mm", "-1"]) == 1
     lines = capsys.readouterr().out.splitlines()

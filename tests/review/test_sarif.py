@@ -42,11 +42,10 @@ def test_the_schema_is_the_standard_one() -> None:
         VALIDATE({"version": "2.1.0", "runs": [{}]})
 
 
+@pytest.mark.usefixtures("problems_here")
 def test_one_result_per_diagnostic_with_rule_level_and_location(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_problems(tmp_path)
-    monkeypatch.chdir(tmp_path)
     expected = compile_args(["stan.conf", "-mm", "-1"], positional_config=True).diagnostics
     status, doc = run_sarif(["stan.conf", "-mm", "-1"], capsys)
     assert status == 1
