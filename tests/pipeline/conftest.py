@@ -93,7 +93,8 @@ def discarded_slice(tmp_path: Path) -> DiscardedSlice:
     """``tmp_path/ds``: channel ``c``, 8 messages in slices of 4, the first slice discarded
     by the server (its files renamed to .bak, for the archive script)."""
     root = write_store(tmp_path / "ds", {"c": 8}, slice_max_msgs=4)
-    return DiscardedSlice(root, *discard_first_slice(root, "c"))
+    dat, idx = discard_first_slice(root, "c")
+    return DiscardedSlice(root, dat, idx, tmp_path / "ds.archive" / "c")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

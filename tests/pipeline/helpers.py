@@ -112,6 +112,7 @@ class DiscardedSlice(NamedTuple):
     root: Path  # the datastore
     dat: Path  # the first slice's files, renamed to .bak
     idx: Path
+    archive: Path  # where the archive script puts channel c's slices by default
 
 
 def run_script(channel: str, dat: Path, idx: Path, **env: str) -> subprocess.CompletedProcess[str]:

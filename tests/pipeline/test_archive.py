@@ -54,11 +54,8 @@ def test_archive_dir_from_environment_and_relative_paths(
     assert not dat_bak.exists()
 
 
-def test_rerun_after_interruption_finishes_the_move(
-    tmp_path: Path, discarded_slice: DiscardedSlice
-) -> None:
-    _, dat_bak, idx_bak = discarded_slice
-    target = tmp_path / "ds.archive" / "c"
+def test_rerun_after_interruption_finishes_the_move(discarded_slice: DiscardedSlice) -> None:
+    _, dat_bak, idx_bak, target = discarded_slice
     target.mkdir(parents=True)
     # Interrupted after the data file was linked into the archive, before the unlink.
     os.link(idx_bak, target / "msgs.1.idx")
@@ -71,11 +68,11 @@ def test_rerun_after_interruption_finishes_the_move(
 
 
 def test_interrupted_copy_never_loses_the_slice(
-    tmp_path: Path, discarded_slice: DiscardedSlice, monkeypatch: pytest.MonkeyPatch
+    discarded_slice: DiscardedSlice, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Archive on another filesystem (no hard links): a crash in the copy leaves the
     source intact and no half file under a slice name; the next run completes."""
-    _, dat_bak, idx_bak = discarded_slice
+    _, dat_bak, idx_bak, target = discarded_slice
     content = dat_bak.read_bytes()
 
     def cross_device(src: str, dst: str) -> None:
@@ -90,7 +87,6 @@ def test_interrupted_copy_never_loses_the_slice(
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
         archive.archive_slice("c", str(dat_bak), str(idx_bak))
-    target = tmp_path / "ds.archive" / "c"
     assert dat_bak.read_bytes() == content and idx_bak.exists()
     assert not (target / "msgs.1.idx").exists() and not list(target.glob(".*tmp"))
     monkeypatch.setattr(os, "replace", real_replace)
@@ -99,11 +95,8 @@ def test_interrupted_copy_never_loses_the_slice(
     assert not dat_bak.exists()
 
 
-def test_conflicting_archive_keeps_the_source(
-    tmp_path: Path, discarded_slice: DiscardedSlice
-) -> None:
-    _, dat_bak, idx_bak = discarded_slice
-    target = tmp_path / "ds.archive" / "c"
+def test_conflicting_archive_keeps_the_source(discarded_slice: DiscardedSlice) -> None:
+    _, dat_bak, idx_bak, target = discarded_slice
     target.mkdir(parents=True)
     (target / "msgs.1.idx").write_bytes(b"something else")
     proc = run_script("c", dat_bak, idx_bak)

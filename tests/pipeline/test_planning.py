@@ -174,7 +174,7 @@ def test_archived_and_bak_slices(tmp_path: Path) -> None:
 
 
 def test_archived_slice_without_index_is_scanned(discarded_slice: DiscardedSlice) -> None:
-    root, dat_bak, idx_bak = discarded_slice
+    root, dat_bak, idx_bak, _ = discarded_slice
     idx_bak.unlink()
     options = ReadOptions.parse({"path": str(root), "includeArchived": "true"}, environ={})
     rows, _ = read_all(options)
