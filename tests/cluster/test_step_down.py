@@ -21,7 +21,7 @@ import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.stores.jetstream.layout import LEASE_KEY, records_bucket
+from stanpkg.stores.jetstream.layout import LEASE_KEY, lease_bucket
 from tests.cluster.conftest import FIRST_WRITE_TIMEOUT, READY, Cluster, Node, three_node_args
 from tests.server.stan_client import StanClient, StanError
 
@@ -99,7 +99,7 @@ async def test_a_node_whose_lease_is_taken_steps_down_and_serves_again_later(
     # finds its own ID there and takes the key.
     nc = await nats.connect(leader.url)
     try:
-        kv = await nc.jetstream().key_value(records_bucket(cid))
+        kv = await nc.jetstream().key_value(lease_bucket(cid))
         entry = await kv.get(LEASE_KEY)
         assert entry.value == leader.name.encode()
         await kv.update(LEASE_KEY, successor.name.encode(), last=entry.revision)

@@ -20,6 +20,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     kv_stream,
+    lease_bucket,
     records_bucket,
     shared_stream_name,
 )
@@ -252,10 +253,11 @@ async def stream_leaders(url: str) -> dict[str, str]:
 
 
 async def wait_streams_led_by(leader: Node, url: str, cid: str, timeout: float = 60) -> None:
-    """Until ``leader``'s JetStream server leads every stream of the cluster (records
-    with the lease, shared streams), as JetStream at ``url`` reports them."""
+    """Until ``leader``'s JetStream server leads every stream of the cluster (records,
+    lease, shared streams), as JetStream at ``url`` reports them."""
     written = {
         kv_stream(records_bucket(cid)),
+        kv_stream(lease_bucket(cid)),
         *(shared_stream_name(cid, index) for index in range(DEFAULT_CHANNEL_STREAMS)),
     }
     deadline = time.monotonic() + timeout
@@ -414,8 +416,8 @@ async def test_three_nodes_from_config_files(cluster: Cluster) -> None:
     leader.kill_with_its_nats_server()
     survivor = leader_of([n for n in nodes if n is not leader])
     client = await StanClient.connect(survivor.url, cluster.cluster_id, "d")
-    # The survivor serves once the records (with the lease) are elected; the channel once
-    # its own stream is too, up to 9 s after the kill: the subscription waits for that.
+    # The survivor serves once the records are read; the channel once its own stream is
+    # elected too, up to 9 s after the kill: the subscription waits for that.
     sub = await client.subscribe("orders", start=pb.First, timeout=FIRST_WRITE_TIMEOUT)
     got: list[pb.MsgProto] = []
     try:

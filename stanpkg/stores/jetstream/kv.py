@@ -32,7 +32,6 @@ from stanpkg.stores.jetstream.jetstream_api import (
     js_api,
 )
 from stanpkg.stores.jetstream.layout import checked_key, kv_stream, kv_subject
-from stanpkg.stores.jetstream.stream_reader import find_stream_state
 from stanpkg.transport.connection import NatsConnection
 
 __all__ = [
@@ -111,14 +110,6 @@ class KvBucket:
         self.bucket = bucket
         self._pipeline = Pipeline(conn)
         self._direct_get = f"$JS.API.DIRECT.GET.{kv_stream(bucket)}"
-
-    @classmethod
-    async def existing(cls, conn: NatsConnection, bucket: str) -> KvBucket | None:
-        """The bucket if it exists (never created); None if it does not. JetStreamError
-        when JetStream refuses or does not answer."""
-        if await find_stream_state(conn, kv_stream(bucket)) is None:
-            return None
-        return cls(conn, bucket)
 
     @classmethod
     async def ensure(cls, conn: NatsConnection, bucket: str, *, replicas: int) -> KvBucket:

@@ -131,7 +131,7 @@ def _decode(token: str) -> str:
 # -- the records' keys ---------------------------------------------------------------------
 
 SERVER_KEY = kv_key("server")  # the server info: ``server``
-LEASE_KEY = "leader"  # the lease's key (in the records), holding the serving node's ID
+LEASE_KEY = "leader"  # the lease bucket's one key, holding the serving node's ID
 # On the lease key's values: the holder subject (lease_holder_subject) where the node named
 # answers while its process lives. Absent from the values of earlier releases.
 LEASE_PROBE_HEADER = "Stan-Lease-Probe"
@@ -181,9 +181,8 @@ def _cluster_part(cluster_id: str) -> str:
 
 
 def lease_bucket(cluster_id: str) -> str:
-    """The KV bucket earlier releases kept the cluster's lease in (now a key of the
-    records, lease.py): the records' + ``_lease``, so ``lease_bucket("test-cluster")`` is
-    ``STAN_test-cluster_state_lease``."""
+    """The KV bucket of the cluster's lease: the records' + ``_lease``, so
+    ``lease_bucket("test-cluster")`` is ``STAN_test-cluster_state_lease``."""
     return records_bucket(cluster_id) + "_lease"
 
 

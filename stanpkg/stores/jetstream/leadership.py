@@ -1,6 +1,6 @@
 """The JetStream leaders of the cluster's streams follow the serving node.
 
-Every stream (each shared stream, the records with the lease) is its own Raft group, and a stream
+Every stream (each shared stream, the records, the lease) is its own Raft group, and a stream
 whose leader dies takes JetStream's election (4-9 s, not tunable) to be writable again.
 Only the serving node writes. With every leader on its server, the death of a standby
 stalls nothing (as a follower's death in the reference's single Raft group), and the
@@ -13,7 +13,7 @@ asked only of a stream whose replica on this server is current. A write sent whi
 stream's leadership changes hands can go unanswered for the write timeout (5 s, then it
 is sent again), so the shared streams are moved at promotion, before anything is written
 to them (the first write to a channel waits for its stream's move, and moves it once more
-if that one did not land), and the records (with the lease) by a sweep at promotion and
+if that one did not land), and the records and the lease by a sweep at promotion and
 every GATHER_INTERVAL (their writes are few, and retried), with the shared streams whose
 move at promotion did not land while nothing is written to them.
 """

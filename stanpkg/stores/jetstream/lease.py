@@ -1,14 +1,11 @@
 """The cluster's lease: the one node that holds it serves (the reference's Raft leader).
 
-A key of the cluster's records (a replicated KV bucket) holds the holder's ID: in the
-records' stream, not a stream of its own, so that a host loss of the serving node leaves
-one Raft group fewer to elect before a channel serves (the records' election is waited
-for anyway). A cluster an earlier release created keeps it in that release's own bucket
-(:func:`layout.lease_bucket`) for as long as that bucket exists: nodes of both releases
-then contend for the same key in a rolling upgrade; once the bucket is deleted the
-holder cannot renew, steps down, and every node contends in the records.
+A key in a replicated KV bucket of its own holds the holder's ID. Not a key of the
+records, though that would spare a host loss one election: renewals would queue behind
+the records' writes in one Raft group (thousands of channel figures a round while
+channels fill), and a loaded holder would fence itself and refuse publishes.
 
-The holder renews the key every third of the lease time with compare-and-set on its
+The holder renews it every third of the lease time with compare-and-set on its
 revision. A standby reads the key four times a second; when the revision has not changed
 for a whole lease time it takes the key over, also by compare-and-set on the revision it
 saw, so at most one contender wins.
@@ -48,20 +45,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
-    NO_RESPONDERS,
-    JetStreamError,
-    connect,
-    first_answer,
-    raise_if_cancelled,
-)
+from stanpkg.stores.jetstream.jetstream_api import connect, first_answer, raise_if_cancelled
 from stanpkg.stores.jetstream.kv import KvBucket, WrongRevision
 from stanpkg.stores.jetstream.layout import (
     LEASE_KEY,
     LEASE_PROBE_HEADER,
     lease_bucket,
     lease_holder_subject,
-    records_bucket,
 )
 from stanpkg.stores.jetstream.loop_thread import LoopThread
 from stanpkg.transport.errors import NatsError, NoRespondersError
@@ -90,11 +80,6 @@ GONE_AFTER = 2
 CONNECTION_LOST = "its connection to NATS was lost"
 
 
-def _gone(exc: Exception) -> bool:
-    """Whether no replica answered for the bucket: its stream does not exist."""
-    return isinstance(exc, JetStreamError) and exc.status == NO_RESPONDERS
-
-
 async def _with_send_time(ask: Callable[[], Awaitable[T]]) -> tuple[T, float]:
     """``ask()``'s answer, and when it was asked (monotonic)."""
     sent = time.monotonic()
@@ -118,13 +103,10 @@ class Lease:
         ttl: float,
         replicas: int,
         on_lost: Callable[[str], None],
-        legacy_bucket: str = "",
     ) -> None:
         self._endpoint = endpoint
         self._name = name  # of the lease's connection
         self._bucket = bucket
-        self._legacy_bucket = legacy_bucket  # used instead while it exists
-        self.bucket = ""  # the one contended for ("" until opened)
         self._key = key
         self.me = holder
         self._holder_subject = holder_subject  # a node ID's holder subject
@@ -167,8 +149,7 @@ class Lease:
         return cls(
             endpoint,
             name=f"_NSS-{cluster_id}-{node_id}-lease",
-            bucket=records_bucket(cluster_id),
-            legacy_bucket=lease_bucket(cluster_id),
+            bucket=lease_bucket(cluster_id),
             key=LEASE_KEY,
             holder=node_id,
             holder_subject=partial(lease_holder_subject, cluster_id),
@@ -279,12 +260,7 @@ class Lease:
             # Sent before any take on this connection, so the server knows it first.
             self._conn.subscribe(self._holder_subject(self.me), self._answer)
         if self._kv is None:
-            kv = None
-            if self._legacy_bucket:
-                kv = await KvBucket.existing(self._conn, self._legacy_bucket)
-            if kv is None:
-                kv = await KvBucket.ensure(self._conn, self._bucket, replicas=self._replicas)
-            self._kv, self.bucket = kv, kv.bucket
+            self._kv = await KvBucket.ensure(self._conn, self._bucket, replicas=self._replicas)
         return self._kv
 
     def _answer(self, _subject: str, reply: str, _data: bytes) -> None:
@@ -308,11 +284,8 @@ class Lease:
             raise_if_cancelled()
             try:
                 self._observe(*await asyncio.wait_for(self._read(kv), self._attempt))
-            except (StoreError, TimeoutError) as exc:
+            except (StoreError, TimeoutError):
                 raise_if_cancelled()  # no answer now (an election): the lease time runs on
-                if _gone(exc) and kv.bucket == self._legacy_bucket:
-                    self._kv = None  # the earlier release's bucket was deleted: the records
-                    return False
             holder, started = self._holder, time.monotonic()
             lapsed = started - self._seen_since >= self.ttl
             gone = False

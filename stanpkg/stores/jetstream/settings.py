@@ -37,7 +37,7 @@ class ClusterSettings:
             peers=cluster.peers,
             replicas=max(1, min(1 + len(cluster.peers), MAX_REPLICAS)),
             # Twice the reference's election timeout (4 s by default): JetStream's own
-            # elections of the records' (the lease's) leader take 1-2 s, which a holder must ride
+            # elections of the lease bucket's leader take 1-2 s, which a holder must ride
             # out without losing the lease.
             lease_ttl=max(2 * cluster.raft_election_timeout, cluster.raft_lease_timeout) / 1e9,
             channel_streams=cluster.channel_streams,

@@ -57,6 +57,7 @@ from stanpkg.stores.jetstream.layout import (
     channel_key,
     client_key,
     kv_stream,
+    lease_bucket,
     records_bucket,
     state_key,
     sub_key,
@@ -176,7 +177,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             await self._loads.wait()
 
     def _gather_leaders(self, streams: SharedStreams) -> None:
-        """The stream leaders onto this node's server: the records' (the lease's) by a
+        """The stream leaders onto this node's server: the records' and the lease's by a
         sweep, each shared stream's once it answers (ChannelLoads' on_ensured)."""
         if self.settings.replicas <= 1:
             return
@@ -199,10 +200,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             await self._moves.settle(stream)
 
     def _record_streams(self) -> list[str]:
-        """The records' stream, and the lease's when it is not the same (lease.py)."""
-        records = records_bucket(self.settings.cluster_id)
-        lease = self._lease.bucket if self._lease is not None else ""
-        return [kv_stream(bucket) for bucket in dict.fromkeys((records, lease)) if bucket]
+        """The streams of the lease's and the records' buckets."""
+        cluster_id = self.settings.cluster_id
+        return [kv_stream(lease_bucket(cluster_id)), kv_stream(records_bucket(cluster_id))]
 
     def _stream_names(self) -> list[str]:
         """Every stream of the cluster: the records, the lease, the shared streams."""

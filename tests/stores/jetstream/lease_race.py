@@ -44,7 +44,6 @@ class Race:
         self.url = url
         self.ttl = ttl
         self.bucket = f"lease{next(_buckets)}_{time.monotonic_ns() % 10**6}"
-        self.legacy = f"{self.bucket}_lease"  # an earlier release's bucket, if created
         self.contenders: list[Contender] = []
         self.acquired: list[Contender] = []
         self.replicas = 1
@@ -53,19 +52,16 @@ class Race:
         """The contenders' holder subjects: this race's own."""
         return f"_TEST.lease.{self.bucket}.{node}"
 
-    async def add(self, name: str, url: str = "", *, earlier_release: bool = False) -> Contender:
-        """A contender of this release (in ``bucket``, or ``legacy`` while it exists), or
-        of an earlier release (always in ``legacy``)."""
+    async def add(self, name: str, url: str = "") -> Contender:
         holder: Contender
 
         def on_lost(reason: str) -> None:
             holder.lost.append(reason)
 
-        bucket, legacy = (self.legacy, "") if earlier_release else (self.bucket, self.legacy)
         lease = Lease(
-            NatsEndpoint(url or self.url), name=name, bucket=bucket, key="leader",
+            NatsEndpoint(url or self.url), name=name, bucket=self.bucket, key="leader",
             holder=name, holder_subject=self.subject, ttl=self.ttl, replicas=self.replicas,
-            on_lost=on_lost, legacy_bucket=legacy,
+            on_lost=on_lost,
         )  # fmt: skip
         holder = Contender(lease)
         self.contenders.append(holder)

@@ -8,7 +8,6 @@ import asyncio
 import time
 
 import nats
-import nats.js.errors
 import pytest
 
 from tests.stores.jetstream.conftest import NatsProc
@@ -108,55 +107,6 @@ async def test_stale_holder_loses_on_its_next_renewal(jetstream_url: str) -> Non
             assert (await kv.get("leader")).value == b"intruder"
         finally:
             await nc.close()
-
-
-async def test_the_lease_is_a_key_of_the_records(jetstream_url: str) -> None:
-    """A cluster this release creates keeps the lease in its records' bucket (one Raft
-    group fewer to elect after a host loss) and never creates an earlier release's."""
-    async with race(jetstream_url) as r:
-        a, _ = await r.holder_and_standby()
-        assert a.lease.bucket == r.bucket
-        nc = await nats.connect(r.url)
-        try:
-            with pytest.raises(nats.js.errors.NotFoundError):
-                await nc.jetstream().stream_info(f"KV_{r.legacy}")
-        finally:
-            await nc.close()
-
-
-async def test_an_earlier_releases_lease_bucket_is_used_until_it_is_deleted(
-    jetstream_url: str,
-) -> None:
-    """In a rolling upgrade, nodes of both releases contend for the key of the earlier
-    release's own bucket, so never two serve; once an operator deletes that bucket the
-    holder cannot renew and steps down, and the lease moves into the records."""
-    async with race(jetstream_url) as r:
-        old = await r.add("old", earlier_release=True)
-        old.start()
-        await r.next_holder(within=5)
-        new = await r.add("new")
-        new.start()
-        await asyncio.sleep(TTL * 2.5)
-        assert not new.lease.held and new.lease.holder == "old"
-        assert new.lease.bucket == r.legacy
-        await old.lease.release()
-        assert await r.next_holder(within=TTL * 2) is new
-        assert new.lease.bucket == r.legacy
-        standby = await r.add("standby")
-        standby.start()
-        await asyncio.sleep(TTL)
-        nc = await nats.connect(r.url)
-        try:
-            await nc.jetstream().delete_stream(f"KV_{r.legacy}")
-        finally:
-            await nc.close()
-        deadline = time.monotonic() + TTL * 5
-        while not new.lost and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert new.lost and not new.lease.held
-        # The standby, contending in the deleted bucket, moves to the records and holds.
-        assert await r.next_holder(within=TTL * 5) is standby
-        assert standby.lease.bucket == r.bucket
 
 
 @pytest.mark.slow
