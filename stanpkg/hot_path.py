@@ -24,6 +24,7 @@ MODULES = (
     "stanpkg.server.publish",
     "stanpkg.stores.file.messages",
     "stanpkg.stores.memory",
+    "stanpkg.stores.limit_policy",  # called per dropped message by the two above
     "stanpkg.stores.file.subscriptions",
 )
 

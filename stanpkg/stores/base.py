@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from stanpkg.plan.limits import Limits, StoreLimits
-from stanpkg.plan.units import friendly_bytes
+from stanpkg.stores.limit_policy import limits_reached  # still imported from here by jetstream/
 
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
@@ -343,16 +343,6 @@ class MessageStore(ABC):
     def close(self) -> None:
         """Release resources; the store is not used afterwards."""
         return
-
-
-def limits_reached(channel: str, limits: Limits, count: int, size: int) -> str:
-    """The warning every store logs once, when a channel first goes over its count or
-    size limit (the reference's text)."""
-    return (
-        f'Reached limits for store "{channel}" (msgs={count}/{limits.max_msgs} '
-        f"bytes={friendly_bytes(size)}/{friendly_bytes(limits.max_bytes)}), "
-        "dropping old messages to make room for new ones"
-    )
 
 
 class SequenceBookkeeping:

@@ -32,8 +32,8 @@ from stanpkg.stores.base import (
     StoreError,
     StoreLog,
     SubRecord,
-    limits_reached,
 )
+from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
 
 __all__ = ["MAX_SEGMENT_BYTES", "MemoryMessageStore", "MemoryStore", "MemorySubscriptionStore"]
 
@@ -101,7 +101,7 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         self._last_ts = 0
         self._count = 0
         self._bytes = 0
-        self._hit_limit = False
+        self._limits_warning = LimitsWarning(log, channel)
         # The records of the latest batch stored, as encoded (see lookup).
         self._recent: Sequence[bytes] = ()
         self._recent_first = 0
@@ -166,17 +166,11 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         self._enforce_count_and_size()
 
     def _enforce_count_and_size(self) -> None:
-        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
-        if not (max_msgs > 0 and self._count > max_msgs) and not (
-            max_bytes > 0 and self._bytes > max_bytes
-        ):
+        limits = self.limits
+        if not over_count_or_size(limits, self._count, self._bytes):
             return
-        if not self._hit_limit:
-            self._hit_limit = True
-            self._log.warn(limits_reached(self.channel, self.limits, self._count, self._bytes))
-        while self._count > 1 and (
-            (max_msgs > 0 and self._count > max_msgs) or (max_bytes > 0 and self._bytes > max_bytes)
-        ):
+        self._limits_warning.once(limits, self._count, self._bytes)
+        while drops_oldest(limits, self._count, self._bytes):
             self._remove_first()
 
     def _remove_first(self) -> None:
@@ -255,13 +249,13 @@ class MemoryMessageStore(SequenceBookkeeping, MessageStore):
         return self._last + 1
 
     def expire(self, now: int) -> int:
-        max_age = self.limits.max_age
-        if max_age <= 0:
+        limits = self.limits
+        if limits.max_age <= 0:
             return 0
         while self._count:
             seg = self._segments[0]
             stamp = seg.stamp_at(self._first - seg.first)
-            if now - stamp < max_age:
+            if not expired(limits, stamp, now):
                 return stamp
             self._remove_first()
         return 0

@@ -22,7 +22,6 @@ from stanpkg.stores.base import (
     SequenceBookkeeping,
     StoredRun,
     StoreError,
-    limits_reached,
 )
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
@@ -31,6 +30,7 @@ from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
 from stanpkg.stores.file.format.msgwriter import SliceLimits, WriteMark, auto_slice_limits
 from stanpkg.stores.file.handles import SliceWriteFiles
 from stanpkg.stores.file.slice_reads import HeadCursor, ReadWindow, Slice, read_index
+from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
 from stanpkg.stores.recent import RecentRecords
 
 __all__ = ["FileMessageStore"]
@@ -90,7 +90,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
             self._writer = self._write_files(self._slices[-1].number)
         self._retired: list[SliceWriteFiles] = []  # rolled-over writers not yet synced
         self._last_ts = self._slices[-1].last_ts if self._slices else 0
-        self._hit_limit = False
+        self._limits_warning = LimitsWarning(env.log, name)
         self._cache = RecentRecords(CACHE_MAX_MSGS, CACHE_MAX_BYTES, CACHE_IDLE_SECONDS)
         self._window = ReadWindow(env.config.read_buffer_size)
         self._head = HeadCursor()
@@ -247,14 +247,12 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
     # -- limits and removal -----------------------------------------------------------
 
     def _enforce_count_and_size(self) -> None:
-        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
-        if not (0 < max_msgs < self._count or 0 < max_bytes < self._bytes):
+        limits = self.limits
+        if not over_count_or_size(limits, self._count, self._bytes):
             return
-        if not self._hit_limit:
-            self._hit_limit = True
-            self.env.log.warn(limits_reached(self.name, self.limits, self._count, self._bytes))
+        self._limits_warning.once(limits, self._count, self._bytes)
         try:
-            while self._count > 1 and (0 < max_msgs < self._count or 0 < max_bytes < self._bytes):
+            while drops_oldest(limits, self._count, self._bytes):
                 self._remove_first()
         except (OSError, FileStoreError) as exc:
             self.env.log.error(f"Unable to remove old messages of channel {self.name!r}: {exc}")
@@ -283,13 +281,13 @@ class FileMessageStore(SequenceBookkeeping, MessageStore):
         self.env.remover.remove(self.name, sl.dat_path, sl.idx_path)
 
     def expire(self, now: int) -> int:
-        max_age = self.limits.max_age
-        if max_age <= 0:
+        limits = self.limits
+        if limits.max_age <= 0:
             return 0
         try:
             while self._count > 0:
                 _, _, stamp, _ = self._head.entry(self._slices[0], self.env.pool)
-                if now - stamp < max_age:
+                if not expired(limits, stamp, now):
                     return int(stamp)
                 self._remove_first()
         except (OSError, FileStoreError) as exc:

@@ -31,8 +31,8 @@ from stanpkg.stores.base import (
     StoredRun,
     StoreError,
     StoreLog,
-    limits_reached,
 )
+from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
 from stanpkg.stores.sql.records import Statements
@@ -155,7 +155,7 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
         self._last = last
         self._last_ts = last_timestamp
         self._bytes = total_bytes
-        self._hit_limit = False
+        self._limits_warning = LimitsWarning(log, channel)
         self._unwritten: dict[int, bytes] = {}  # seq → record, until committed
         self._pending: list[tuple[int, int, bytes]] = []  # (seq, stamp, stored bytes)
         self._inflight: deque[tuple[Future[Any], int]] = deque()  # (job, last seq in it)
@@ -195,19 +195,12 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
 
     def enforce_limits(self, *, warn: bool) -> bool:
         """Drop the oldest messages over ``max_msgs``/``max_bytes`` (never the newest)."""
-        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
-        count = len(self._index)
-        if not (max_msgs > 0 and count > max_msgs) and not (
-            max_bytes > 0 and self._bytes > max_bytes
-        ):
+        limits = self.limits
+        if not over_count_or_size(limits, len(self._index), self._bytes):
             return False
-        if warn and not self._hit_limit:
-            self._hit_limit = True
-            self._log.warn(limits_reached(self.channel, self.limits, count, self._bytes))
-        while len(self._index) > 1 and (
-            (max_msgs > 0 and len(self._index) > max_msgs)
-            or (max_bytes > 0 and self._bytes > max_bytes)
-        ):
+        if warn:
+            self._limits_warning.once(limits, len(self._index), self._bytes)
+        while drops_oldest(limits, len(self._index), self._bytes):
             self._remove_first()
         return True
 
@@ -217,14 +210,14 @@ class SqlMessageStore(SequenceBookkeeping, MessageStore):
         self._first += 1
 
     def expire(self, now: int) -> int:
-        max_age = self.limits.max_age
-        if max_age <= 0:
+        limits = self.limits
+        if limits.max_age <= 0:
             return 0
         removed = False
         oldest = 0
         while self._index:
             stamp = self._index.first_stamp()
-            if now - stamp < max_age:
+            if not expired(limits, stamp, now):
                 oldest = stamp
                 break
             self._remove_first()

@@ -34,6 +34,7 @@ from stanpkg.stores.base import (
     StoreError,
     SubRecord,
 )
+from stanpkg.stores.limit_policy import drops_oldest, expired
 from stanpkg.stores.sql.drivers import Connection, Cursor, Driver, one_line, open_driver
 from stanpkg.stores.sql.messages import MessageIndex
 from stanpkg.stores.sql.pending import SubPending
@@ -249,11 +250,10 @@ def _message_bounds(
         total += size
     if not index:
         return MessageBounds(maxseq + 1, maxseq, 0, 0) if maxseq else MessageBounds(0, 0, 0, 0)
-    max_msgs, max_bytes, max_age = limits.max_msgs, limits.max_bytes, limits.max_age
-    while len(index) > 1 and (0 < max_msgs < len(index) or 0 < max_bytes < total):
+    while drops_oldest(limits, len(index), total):
         total -= index.pop_front()
         first += 1
-    while max_age > 0 and index and now - index.first_stamp() >= max_age:
+    while index and expired(limits, index.first_stamp(), now):
         total -= index.pop_front()
         first += 1
     return MessageBounds(first, last, len(index), total)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from stanpkg.plan.limits import Limits, StoreLimits
 from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD, index_position
 from stanpkg.stores.file.format.slices import SliceInfo
+from stanpkg.stores.limit_policy import drops_oldest, expired
 
 __all__ = ["NO_LIMITS", "ChannelExtent", "LimitsSpec", "apply_limits", "limits_for"]
 
@@ -86,11 +87,10 @@ def apply_limits(
             head += 1
             first = live[head].first_seq  # tolerate gaps between slices
 
-    max_msgs, max_bytes, max_age = limits.max_msgs, limits.max_bytes, limits.max_age
-    while count > 1 and (0 < max_msgs < count or 0 < max_bytes < total):
+    while drops_oldest(limits, count, total):
         remove_first()
-    if max_age > 0:
-        while count > 0 and now_ns - entry(head)[1] >= max_age:
+    if limits.max_age > 0:
+        while count > 0 and expired(limits, entry(head)[1], now_ns):
             remove_first()
     if count == 0:
         first = last + 1
