@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
 
+from stanpkg.plan.options import int_default
 from stanpkg.plan.subjects import SEPARATOR, SubjectTree
 from stanpkg.plan.units import LimitKind, render_limit_value
 
@@ -27,10 +28,9 @@ class Limits:
     max_inactivity: int
 
 
-DEFAULT_LIMITS = Limits(
-    max_subs=1000, max_msgs=1_000_000, max_bytes=1_024_000_000, max_age=0, max_inactivity=0
-)
-DEFAULT_MAX_CHANNELS = 100
+# The options table's defaults, which the printout's `*` marks.
+DEFAULT_LIMITS = Limits(*(int_default(f"store_limits.{f.name}") for f in fields(Limits)))
+DEFAULT_MAX_CHANNELS = int_default("store_limits.max_channels")
 
 
 @dataclass(frozen=True, slots=True)
