@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from stanpkg.stores.base import ClientRecord, StoreError
+from stanpkg.stores.file.compaction import CompactionSchedule
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.clientsfile import (
     ClientsFileWriter,
@@ -31,7 +31,7 @@ class ClientsFile:
             self.clients = dict(replay.clients)
             self._deletes = replay.delete_records
             self._size = replay.records_size
-        self._last_compaction = float("-inf")  # the first compaction is not delayed
+        self._compaction = CompactionSchedule(env.config.compaction)
 
     def add(self, record: ClientRecord) -> None:
         self._write(lambda w: w.add(record))
@@ -52,17 +52,9 @@ class ClientsFile:
         self.env.syncer.mark_dirty(self._file)
 
     def _maybe_compact(self) -> None:
-        policy = self.env.config.compaction
-        if not policy.enabled:
+        deletes = self._deletes
+        if not self._compaction.due(self._size, deletes, deletes + len(self.clients)):
             return
-        if policy.min_size > 0 and self._size < policy.min_size:
-            return
-        if self._deletes * 100 // (self._deletes + len(self.clients)) < policy.fragmentation:
-            return
-        now = time.monotonic()
-        if now - self._last_compaction < policy.interval_s:
-            return
-        self._last_compaction = now
         self._file.close()  # appends must go to the new file after the rename
         try:
             self._size = compact_clients_file(

@@ -6,12 +6,12 @@ the file on its own (§5.3).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 
 from stanpkg.plan.limits import Limits
 from stanpkg.proto.encoders import encode_varint
 from stanpkg.stores.base import BaseSubscriptionStore, RecoveredSubscription, StoreError, SubRecord
+from stanpkg.stores.file.compaction import CompactionSchedule
 from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.errors import FileStoreError
 from stanpkg.stores.file.format.framing import RECORD_HEADER
@@ -62,7 +62,7 @@ class FileSubscriptionStore(BaseSubscriptionStore):
         self._states: dict[int, SubRecord] = {}
         self._pending: dict[int, set[int]] = {}
         self._num_recs = self._del_recs = self._file_size = 0
-        self._last_compaction = float("-inf")  # the first compaction is not delayed
+        self._compaction = CompactionSchedule(env.config.compaction)
         policy = env.config.compaction
         # Below this file size no compaction is considered (a cheap test on every ack).
         self._compact_floor = policy.min_size if policy.enabled else float("inf")
@@ -195,19 +195,8 @@ class FileSubscriptionStore(BaseSubscriptionStore):
     # -- compaction (§5.3) ------------------------------------------------------------
 
     def _maybe_compact(self) -> None:
-        policy = self.env.config.compaction
-        if not policy.enabled:
-            return
-        if policy.min_size > 0 and self._file_size < policy.min_size:
-            return
-        frag = self._del_recs * 100 // self._num_recs if self._num_recs else 100
-        if frag < policy.fragmentation:
-            return
-        now = time.monotonic()
-        if now - self._last_compaction < policy.interval_s:
-            return
-        self._last_compaction = now
-        self.compact()
+        if self._compaction.due(self._file_size, self._del_recs, self._num_recs):
+            self.compact()
 
     def compact(self) -> None:
         """Rewrite subs.dat with the live subscriptions and their pending sequences."""
