@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 
 from stanpkg.plan.options import int_default
 from stanpkg.stores.file.format.framing import (
@@ -16,7 +15,7 @@ from stanpkg.stores.file.format.framing import (
     write_all,
 )
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "RecordAppender", "create_temp_file", "open_append_fd"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "RecordAppender", "open_append_fd"]
 
 # For writers made outside a store (tools, tests); the store passes its configured size.
 DEFAULT_BUFFER_SIZE = int_default("file_options.buffer_size")
@@ -62,21 +61,6 @@ def _create_with_header(path: str) -> None:
     finally:
         os.close(fd)
     os.replace(temporary, path)
-
-
-def create_temp_file(directory: str, prefix: str) -> tuple[int, str]:
-    """Go's ``ioutil.TempFile(dir, prefix)`` naming (prefix + random digits), with header."""
-    for _ in range(10000):
-        path = os.path.join(directory, f"{prefix}{random.randrange(1 << 31)}")
-        try:
-            fd = os.open(
-                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600
-            )
-        except FileExistsError:
-            continue
-        write_all(fd, VERSION_HEADER)
-        return fd, path
-    raise FileExistsError(f"could not create a temporary file in {directory}")
 
 
 class RecordAppender:

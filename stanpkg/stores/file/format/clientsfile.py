@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord
-from stanpkg.stores.file.format.appender import RecordAppender, create_temp_file
+from stanpkg.stores.file.format.appender import RecordAppender
 from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
 from stanpkg.stores.file.format.framing import (
     CrcFunc,
@@ -18,8 +18,8 @@ from stanpkg.stores.file.format.framing import (
     check_version,
     crc32_func,
     encode_record,
-    write_all,
 )
+from stanpkg.stores.file.format.rewrite import rewrite_records
 from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
 from stanpkg.stores.records import client_from_proto, client_to_proto
 
@@ -125,19 +125,8 @@ def compact_clients_file(
     Returns the new records size. Like the reference: flushed, not fsync'ed.
     """
     crc = crc or crc32_func()
-    fd, tmp = create_temp_file(root, CLIENTS_FILE)
-    try:
-        out = bytearray()
-        for client in clients:
-            out += encode_record(client_to_proto(client).SerializeToString(), crc, CLIENT_ADD)
-        write_all(fd, out)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, os.path.join(root, CLIENTS_FILE))
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    out = bytearray()
+    for client in clients:
+        out += encode_record(client_to_proto(client).SerializeToString(), crc, CLIENT_ADD)
+    rewrite_records(root, CLIENTS_FILE, os.path.join(root, CLIENTS_FILE), out, fsync=False)
     return len(out)

@@ -10,7 +10,6 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ServerInfo
-from stanpkg.stores.file.format.appender import create_temp_file
 from stanpkg.stores.file.format.errors import RecordDecodeError, ServerFileSizeError
 from stanpkg.stores.file.format.framing import (
     FILE_MODE,
@@ -23,6 +22,7 @@ from stanpkg.stores.file.format.framing import (
     encode_record,
     write_all,
 )
+from stanpkg.stores.file.format.rewrite import create_temp_file
 from stanpkg.stores.records import server_info_from_proto, server_info_to_proto
 
 __all__ = ["SERVER_FILE", "read_server_file", "write_server_file"]

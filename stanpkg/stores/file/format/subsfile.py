@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import RecoveredSubscription, SubRecord
-from stanpkg.stores.file.format.appender import RecordAppender, create_temp_file
+from stanpkg.stores.file.format.appender import RecordAppender
 from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
 from stanpkg.stores.file.format.framing import (
     CrcFunc,
@@ -18,8 +18,8 @@ from stanpkg.stores.file.format.framing import (
     check_version,
     crc32_func,
     encode_record,
-    write_all,
 )
+from stanpkg.stores.file.format.rewrite import rewrite_records
 from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
 from stanpkg.stores.records import sub_from_proto, sub_to_proto
 
@@ -168,24 +168,12 @@ def compact_subs_file(
     type-5 record per pending sequence; flushed, fsync'ed, renamed. Returns the new size.
     """
     crc = crc or crc32_func()
-    fd, tmp = create_temp_file(root, "subs")
-    try:
-        out = bytearray()
-        for sub in subs:
-            record = sub.record
-            out += encode_record(sub_to_proto(record).SerializeToString(), crc, SUB_NEW)
-            for seq in sorted(sub.pending):
-                update = spb.SubStateUpdate(ID=record.id, seqno=seq).SerializeToString()
-                out += encode_record(update, crc, SUB_SENT)
-        write_all(fd, out)
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, os.path.join(root, channel, SUBS_FILE))
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    out = bytearray()
+    for sub in subs:
+        record = sub.record
+        out += encode_record(sub_to_proto(record).SerializeToString(), crc, SUB_NEW)
+        for seq in sorted(sub.pending):
+            update = spb.SubStateUpdate(ID=record.id, seqno=seq).SerializeToString()
+            out += encode_record(update, crc, SUB_SENT)
+    rewrite_records(root, "subs", os.path.join(root, channel, SUBS_FILE), out, fsync=True)
     return len(out)
