@@ -130,16 +130,14 @@ def _section_by_key() -> dict[str, str]:
     return {k.lower(): section for section, keys in SECTION_KEYS.items() for k in keys}
 
 
-def _expect_map(out: Context, entry: MapEntry, what: str, path: Path) -> bool:
+def _expect_map(out: Context, entry: MapEntry, path: Path, expected: str) -> bool:
+    """Whether ``entry`` is a map; if not, ``path`` is invalid and a type error says
+    ``expected`` (what the value must be) and what it is."""
     if entry.node.kind is NodeKind.MAP:
         return True
     out.invalid.add(path)
     out.diagnostics.append(
-        error(
-            f'"{entry.key}" must be a map of {what}, got {describe(entry.node)}',
-            entry.node.pos,
-            code="type",
-        )
+        error(f"{expected}, got {describe(entry.node)}", entry.node.pos, code="type")
     )
     return False
 
@@ -158,7 +156,8 @@ def collect_streaming(node: Node, out: Context, *, nats_keys_here: bool) -> None
             top.take(entry, top.index[key])
         elif key in sections and not (nats_keys_here and key in AMBIGUOUS_TOP_LEVEL):
             section = sections[key]
-            if _expect_map(out, entry, f"{section} options", (section,)):
+            expected = f'"{entry.key}" must be a map of {section} options'
+            if _expect_map(out, entry, (section,), expected):
                 out.config.setdefault(section, {})
                 out.place((section,), entry.key_pos)
                 _collect_section(entry.node, out, section)
@@ -193,7 +192,8 @@ def _collect_section(node: Node, out: Context, section: str) -> None:
         if key in reader.index:
             reader.take(entry, reader.index[key])
         elif section == "store_limits" and key in CHANNELS_KEYS:
-            if _expect_map(out, entry, "per-channel limits", ("store_limits", "channels")):
+            expected = f'"{entry.key}" must be a map of per-channel limits'
+            if _expect_map(out, entry, ("store_limits", "channels"), expected):
                 _collect_channels(entry.node, out)
         elif not entry.used_as_variable:
             out.diagnostics.append(_unknown(entry.key, entry.key_pos, section, candidates))
@@ -207,15 +207,7 @@ def _collect_channels(node: Node, out: Context) -> None:
         path: Path = ("store_limits", "channels", name)
         if entry.used_as_variable:
             continue
-        if entry.node.kind is not NodeKind.MAP:
-            out.invalid.add(path)
-            out.diagnostics.append(
-                error(
-                    f'limits of channel "{name}" must be a map, got {describe(entry.node)}',
-                    entry.node.pos,
-                    code="type",
-                )
-            )
+        if not _expect_map(out, entry, path, f'limits of channel "{name}" must be a map'):
             continue
         if path in out.positions:
             out.diagnostics.append(
