@@ -47,6 +47,8 @@ import hashlib
 import json
 import re
 
+from stanpkg.plan.options import BY_PATH, int_default
+
 __all__ = [
     "DEFAULT_CHANNEL_STREAMS",
     "LAYOUT_KEY",
@@ -82,8 +84,9 @@ __all__ = [
 ]
 
 LAYOUT_VERSION = 2  # what the ``layout`` record of a cluster in this layout says
-DEFAULT_CHANNEL_STREAMS = 16  # cluster.channel_streams' default (plan/options/cluster.py)
-MAX_CHANNEL_STREAMS = 1000
+# cluster.channel_streams' default and maximum, from the options table.
+DEFAULT_CHANNEL_STREAMS = int_default("cluster.channel_streams")
+MAX_CHANNEL_STREAMS = int(BY_PATH["cluster.channel_streams"].maximum or 0)
 
 _PLAIN = re.compile(r"[a-zA-Z0-9][-_a-zA-Z0-9]*")  # kept as is, for readable keys
 _VALID_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*")
