@@ -8,8 +8,10 @@ therefore drawn below the kernel's ephemeral range, never the same twice in one 
 
 from __future__ import annotations
 
+import asyncio
 import random
 import socket
+import time
 from pathlib import Path
 
 __all__ = ["free_port"]
@@ -44,3 +46,18 @@ def free_port() -> int:
         _handed_out.add(port)
         return port
     raise RuntimeError(f"no free port in [{_LOW}, {_HIGH})")
+
+
+async def wait_until_accepting(port: int, *, every: float, within: float) -> bool:
+    """Poll 127.0.0.1:``port`` every ``every`` seconds (0: as fast as the loop turns, as a
+    client suite's harness does) until it accepts a connection; False after ``within``."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(every)
+            continue
+        writer.close()
+        return True
+    return False

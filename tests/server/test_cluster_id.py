@@ -22,6 +22,7 @@ from stanpkg.server.server import StreamingServer
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.embedded import find_nats_server_binary
 from stanpkg.transport.endpoint import NatsEndpoint
+from tests.ports import wait_until_accepting
 from tests.server.conftest import LogCapture, make_plan, new_cluster_id, running
 from tests.server.stan_client import StanClient, nats_flush
 from tests.transport.conftest import free_port
@@ -186,12 +187,4 @@ async def test_conflict_found_when_nats_servers_join_later(tmp_path: Path) -> No
 
 
 async def _wait_port(port: int) -> None:
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.02)
-            continue
-        writer.close()
-        return
-    raise AssertionError(f"nothing listens on {port}")
+    assert await wait_until_accepting(port, every=0.02, within=4), f"nothing listens on {port}"

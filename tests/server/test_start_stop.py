@@ -13,14 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nats
 import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
-from tests.ports import free_port
+from tests.ports import free_port, wait_until_accepting
 from tests.server.conftest import new_cluster_id, start_nats_process
 from tests.server.stan_client import StanClient
 
@@ -60,15 +59,7 @@ def _read_until(proc: subprocess.Popen[bytes], text: str, lines: list[str]) -> N
 async def _connect_as_port_opens(port: int, cluster_id: str, client_id: str) -> str:
     """Poll the port as a client suite's harness does and connect the moment it accepts:
     "" when the connect is answered and a publish acknowledged, else what went wrong."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0)
-            continue
-        writer.close()
-        break
+    await wait_until_accepting(port, every=0, within=30)
     try:
         client = await StanClient.connect(f"nats://127.0.0.1:{port}", cluster_id, client_id)
     except Exception as exc:  # a timeout, "no responders": what the test counts
