@@ -1,8 +1,8 @@
-"""The destination: a JetStream in the layout of stanpkg's clustered mode, written with the
-clustered store's own parts — a ``ChannelLog`` per channel in its shared stream (each
-message with its STAN sequence, each write expecting where the channel's last one is, so
-nothing is ever stored twice) and the ``ReplicatedMap`` of server info, clients,
-channels, their figures and subscriptions.
+"""The destination: a JetStream in the layout of stanpkg's clustered mode, written through
+the serving node's own writer (``ClusterWriter``): a ``ChannelLog`` per channel in its
+shared stream (each message with its STAN sequence, each write expecting where the
+channel's last one is, so nothing is ever stored twice) and the ``ReplicatedMap`` of
+server info, clients, channels, their figures and subscriptions.
 
 A channel goes to the shared stream its record names when the cluster has it, else to
 the one the cluster's ``layout`` record spreads new channels over (the default number of
@@ -22,6 +22,7 @@ from stanpkg.migrate.handover import hand_over
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
 from stanpkg.stores.jetstream.jetstream_api import connect, js_api, wait_ready
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
@@ -47,7 +48,6 @@ from stanpkg.stores.jetstream.records import (
     subscription_record,
 )
 from stanpkg.stores.jetstream.settings import MAX_REPLICAS
-from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.stream_reader import (
     ReplicaBehind,
     StreamState,
@@ -55,7 +55,6 @@ from stanpkg.stores.jetstream.stream_reader import (
     last_of_subject,
     read_subject,
 )
-from stanpkg.stores.jetstream.stream_writer import BatchWriter
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.nuid import next_nuid
@@ -108,12 +107,14 @@ class Destination:
         self.replicas = replicas
         self.bucket = records_bucket(cluster_id)  # the cluster's records
         self._state: ReplicatedMap | None = None
-        self._writer = BatchWriter(conn)
-        self._writer_id = f"migrate-{next_nuid()}"
         self._channels: dict[str, int | None] = {}  # the cluster's channels and streams
         self._states: dict[str, ChannelState] = {}
         self._has_layout = False
-        self._streams = SharedStreams(conn, cluster_id, replicas, DEFAULT_CHANNEL_STREAMS)
+        # The layout of a cluster without records, until _read_layout reads the records.
+        self._writer = ClusterWriter(
+            conn, cluster_id, replicas, recorded=(), new_streams=DEFAULT_CHANNEL_STREAMS,
+            writer_id=f"migrate-{next_nuid()}",
+        )  # fmt: skip
         self._ensured: asyncio.Task[None] | None = None
 
     @classmethod
@@ -175,8 +176,10 @@ class Destination:
         self._has_layout = layout is not None
         new = layout.channel_streams if layout is not None else DEFAULT_CHANNEL_STREAMS
         recorded = [index for index in self._channels.values() if index is not None]
-        count = max([new, *(index + 1 for index in recorded)])
-        self._streams = SharedStreams(self._conn, self.cluster_id, self.replicas, count, new=new)
+        self._writer = ClusterWriter(
+            self._conn, self.cluster_id, self.replicas,
+            recorded=recorded, new_streams=new, writer_id=self._writer.writer_id,
+        )  # fmt: skip
 
     async def close(self) -> None:
         await self._conn.close()
@@ -186,12 +189,12 @@ class Destination:
     def index_of(self, channel: str) -> int:
         """The shared stream of ``channel``: its record's, else a new channel's."""
         index = self._channels.get(channel)
-        return index if index is not None else channel_stream_index(channel, self._streams.new)
+        return (
+            index if index is not None else channel_stream_index(channel, self._writer.streams.new)
+        )
 
     def channel_log(self, channel: str) -> ChannelLog:
-        log = ChannelLog(self._conn, self._writer, self.cluster_id, channel, self.index_of(channel))
-        log.writer_id = self._writer_id
-        return log
+        return self._writer.channel_log(channel, self.index_of(channel))
 
     async def plan_channel(self, channel: str, first_seq: int, last_seq: int) -> ChannelPlan:
         """What to do for a channel whose source holds ``first_seq..last_seq``, judged by
@@ -313,8 +316,8 @@ class Destination:
         await asyncio.shield(self._ensured)
 
     async def _ensure_all(self) -> None:
-        for index in range(self._streams.count):
-            await self._streams.ensure(index)
+        for index in range(self._writer.streams.count):
+            await self._writer.streams.ensure(index)
 
     # -- records -------------------------------------------------------------------------
 
@@ -360,7 +363,7 @@ class Destination:
                 state.delete(key)  # replaced by the source's below, if it has that ID
         written = 0
         if LAYOUT_KEY not in existing:
-            state.put(*layout_record(self._streams.new))
+            state.put(*layout_record(self._writer.streams.new))
             written += 1
         for channel, subs in channels.items():
             index, channel_figures = self.index_of(channel), figures.get(channel, ChannelState())

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
 from stanpkg.stores.jetstream.jetstream_api import STREAM_NOT_FOUND, JetStreamError, first_answer
 from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
@@ -49,11 +50,10 @@ from stanpkg.stores.jetstream.records import (
     layout_record,
     state_record,
 )
-from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.stream_management import delete_stream, move_stream_subjects
 from stanpkg.stores.jetstream.stream_reader import StreamState, find_stream_state, read_range
-from stanpkg.stores.jetstream.stream_writer import ATOMIC_BATCH_MAX, BatchWriter
-from stanpkg.transport.connection import NatsConnection, decode_headers
+from stanpkg.stores.jetstream.stream_writer import ATOMIC_BATCH_MAX
+from stanpkg.transport.connection import decode_headers
 
 __all__ = ["Conversion"]
 
@@ -65,21 +65,17 @@ class Conversion:
 
     def __init__(
         self,
-        conn: NatsConnection,
-        writer: BatchWriter,
-        streams: SharedStreams,
+        writer: ClusterWriter,
         records: ReplicatedMap,
         log: StoreLog,
         *,
-        writer_id: str,
         check: Callable[[], None],
     ) -> None:
-        self._conn = conn
+        self._conn = writer.conn
         self._writer = writer
-        self.streams = streams
+        self.streams = writer.streams
         self._records = records
         self._log = log
-        self._writer_id = writer_id
         self._check = check  # raises StoreError once this node may no longer write
         self.copied = 0  # messages copied by this run
 
@@ -107,8 +103,7 @@ class Conversion:
         index = streams.index_of_new(channel)
         name = legacy_stream_name(streams.cluster_id, channel)
         old = await self._old_state(name, leader_timeout)
-        target = ChannelLog(self._conn, self._writer, streams.cluster_id, channel, index)
-        target.writer_id = self._writer_id
+        target = self._writer.channel_log(channel, index)
         last = await target.last_message()
         target.start_at(last)
         copied = 0

@@ -29,7 +29,7 @@ from stanpkg.stores.jetstream.periodic import repeat
 from stanpkg.stores.jetstream.stream_management import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
 
-__all__ = ["GATHER_INTERVAL", "LeaderGathering", "SharedStreamMoves"]
+__all__ = ["GATHER_INTERVAL", "LeaderGathering", "SharedStreamMoves", "gather_leaders"]
 
 GATHER_INTERVAL = 10.0  # seconds between two sweeps, at least
 COST_FACTOR = 4  # a sweep that takes t seconds waits 4t before the next
@@ -179,7 +179,21 @@ class SharedStreamMoves:
             await self._gathering.lead_here(stream)
 
     def cancel(self) -> None:
+        """The moves and the sweep stopped."""
+        self._gathering.stop()
         for moving in self._moves.values():
             moving.cancel()
         for settling in self._settled.values():
             settling.cancel()
+
+
+def gather_leaders(
+    conn: NatsConnection, records: list[str], shared: list[str], log: StoreLog
+) -> SharedStreamMoves:
+    """The leaders of ``records`` (the records' and the lease's streams) gathered onto
+    this node by a sweep, with the ``shared`` streams whose move at promotion missed; the
+    shared streams' moves, each started once its stream answers (``start``)."""
+    gathering = LeaderGathering(conn, lambda: [*records, *moves.missed(shared)], log)
+    moves = SharedStreamMoves(gathering)
+    gathering.start()
+    return moves

@@ -10,6 +10,11 @@
   pending sequences) are records of one replicated map (``kvmap.py``,
   ``replicated_subs.py``), written in batches.
 * Names, keys and the records' bytes are ``layout.py``'s and ``records.py``'s.
+* Channels are written through one ``ClusterWriter`` (``cluster_writer.py``), as
+  ``stanpkg migrate`` writes them.
+* The store goes through phases, each an object built whole when it begins
+  (``phases.py``): connected (``Link``), contending for the lease (``Contention``),
+  serving (``ServingTerm``).
 * One node serves: the holder of the lease (``lease.py``). The others stand by; the one
   that takes the lease over reads the records (a cluster of layout 1 converted first,
   ``conversion.py``) and serves at once, each channel once its own shared stream
@@ -48,6 +53,7 @@ from stanpkg.stores.base import (
 )
 from stanpkg.stores.jetstream.channel_loads import ChannelLoads
 from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
 from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.handover import hand_over_or_release
 from stanpkg.stores.jetstream.jetstream_api import connect, raise_if_cancelled, wait_ready
@@ -63,9 +69,10 @@ from stanpkg.stores.jetstream.layout import (
     sub_key,
 )
 from stanpkg.stores.jetstream.lazy_replication import LazyReplication, figures_of
-from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
+from stanpkg.stores.jetstream.leadership import SharedStreamMoves, gather_leaders
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.paged_messages import PageCache, PagedMessages
+from stanpkg.stores.jetstream.phases import Contention, Link, ServingTerm
 from stanpkg.stores.jetstream.promotion import Patience, convert_legacy, read_added
 from stanpkg.stores.jetstream.records import (
     ClusterRecords,
@@ -82,7 +89,6 @@ from stanpkg.stores.jetstream.settings import ClusterSettings
 from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.standby_view import StandbyView, read_standby_state
 from stanpkg.stores.jetstream.stream_management import remove_stream_peer, stream_replicas
-from stanpkg.stores.jetstream.stream_writer import BatchWriter
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.nuid import next_nuid
@@ -110,27 +116,17 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._cache = MemoryStore(plan.store_limits, log)  # clients, subscriptions, limits
         self._pages = PageCache(settings.read_cache)  # the channels' messages kept
         self._channels: dict[str, ChannelStore] = {}
-        self._leading = False
-        self._loaded: RecoveredState | None = None
-        # JetStream: the shared streams (the hot path), the records, the lease.
-        self._conn: NatsConnection | None = None
-        self._writer: BatchWriter | None = None
-        self._streams: SharedStreams | None = None
-        self._state: ReplicatedMap | None = None
-        self._lease: Lease | None = None  # on a thread of its own, with its own connection
-        self._endpoint: NatsEndpoint | None = None  # for the lease's connection
-        self._on_lost: Callable[[str], None] | None = None
+        # The phases (phases.py), each built whole as it begins.
+        self._link: Link | None = None
+        self._contention: Contention | None = None
+        self._term: ServingTerm | None = None
+        self._loaded: RecoveredState | None = None  # the promotion's, for recover()
         self._pending_flush: asyncio.Task[None] | None = None
-        self._lazy = LazyReplication(self._channels, lambda: self._state, log)
-        self._loads: ChannelLoads | None = None  # this leadership's, at promotion
+        self._lazy = LazyReplication(self._channels, self._records, log)
         # Channels deleted here whose messages are being (or could not be) purged, with
         # the subject they were on.
         self._deletions: dict[str, tuple[asyncio.Task[bool], ChannelLog]] = {}
         self._closing = False
-        self._writer_id = ""
-        self._standby: StandbyView | None = None  # monitoring while standing by
-        self._gathering: LeaderGathering | None = None  # stream leaders onto this node
-        self._moves: SharedStreamMoves | None = None  # the shared streams' leaders
         self._closed: asyncio.Task[None] | None = None  # close's background part
         self._successor = ""  # the node this one handed the cluster over to
 
@@ -138,66 +134,47 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     async def connect(self, endpoint: NatsEndpoint) -> None:
         name = f"_NSS-{self.settings.cluster_id}-{self.settings.node_id}-cluster"
-        self._conn = await connect(endpoint, name=name)
-        self._endpoint = endpoint
-        self._writer = BatchWriter(self._conn)
+        self._link = Link(await connect(endpoint, name=name), endpoint)
 
     async def acquire_exclusive_lock(self, on_lost: Callable[[str], None]) -> bool:
         """Returns once this node holds the cluster's lease and has loaded the state."""
-        settings = self.settings
-        self._on_lost = on_lost
-        self._state = await self._open_state()
-        self._state.fence = self._check_lease
-        assert self._endpoint is not None, "connect() first"
-        self._lease = Lease.for_cluster(
-            self._endpoint, settings.cluster_id, settings.node_id,
-            ttl=settings.lease_ttl, replicas=settings.replicas, on_lost=self._lost,
+        settings, link = self.settings, self._require_link()
+        records = await self._open_records(link.conn)
+        records.fence = self._check_lease
+
+        def lost(reason: str) -> None:
+            contention.serving = False
+            on_lost(f"cluster lease lost: {reason}")
+
+        lease = Lease.for_cluster(
+            link.endpoint, settings.cluster_id, settings.node_id,
+            ttl=settings.lease_ttl, replicas=settings.replicas, on_lost=lost,
         )  # fmt: skip
-        self._standby = StandbyView(self._read_standby_state, self.log)
-        self._standby.start()
+        standby = StandbyView(self._read_standby_state, self.log)
+        contention = self._contention = Contention(link, records, lease, standby, on_lost)
+        standby.start()
         try:
-            await self._lease.wait_until_held()
+            await lease.wait_until_held()
         finally:
-            self._standby.stop()  # the leader serves from its own state: no reading
-        self._writer_id = next_nuid()  # this leadership's writes
-        self._leading = True
+            standby.stop()  # the leader serves from its own state: no reading
+        contention.serving = True
         try:
-            self._loaded = await self._load()
+            self._loaded = await self._promote(contention)
         except BaseException:
-            self._leading = False
-            if self._loads is not None:
-                self._loads.cancel()
+            contention.serving = False
+            if self._term is not None:
+                self._term.stop()
             raise
         self._lazy.start()
         return True
 
     async def wait_loaded(self) -> None:
         """Until every channel of this leadership's promotion is loaded (or failed)."""
-        if self._loads is not None:
-            await self._loads.wait()
+        if self._term is not None:
+            await self._term.loads.wait()
 
-    def _gather_leaders(self, streams: SharedStreams) -> None:
-        """The stream leaders onto this node's server: the records' and the lease's by a
-        sweep, each shared stream's once it answers (ChannelLoads' on_ensured)."""
-        if self.settings.replicas <= 1:
-            return
-        records = self._record_streams()
-        shared = streams.names()
-        # Swept: the records, the lease, and the shared streams whose move at
-        # promotion missed (see SharedStreamMoves).
-        self._gathering = LeaderGathering(
-            self._require_conn(), lambda: [*records, *moves.missed(shared)], self.log
-        )
-        moves = self._moves = SharedStreamMoves(self._gathering)
-        self._gathering.start()
-
-    def _stream_ensured(self, stream: str) -> None:
-        if self._moves is not None:
-            self._moves.start(stream)
-
-    async def _settle_leader(self, stream: str) -> None:
-        if self._moves is not None:
-            await self._moves.settle(stream)
+    def _records(self) -> ReplicatedMap | None:
+        return self._contention.records if self._contention is not None else None
 
     def _record_streams(self) -> list[str]:
         """The streams of the lease's and the records' buckets."""
@@ -206,13 +183,13 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     def _stream_names(self) -> list[str]:
         """Every stream of the cluster: the records, the lease, the shared streams."""
-        shared = self._streams.names() if self._streams is not None else []
+        shared = self._term.writer.streams.names() if self._term is not None else []
         return self._record_streams() + shared
 
-    async def _open_state(self) -> ReplicatedMap:
+    async def _open_records(self, conn: NatsConnection) -> ReplicatedMap:
         """The cluster's records, once JetStream can keep them with every replica: that
         needs a quorum of the peers (and routes to them)."""
-        conn, settings = self._require_conn(), self.settings
+        settings = self.settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PEERS_TIMEOUT
         while True:
@@ -233,83 +210,69 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         """Records are written only under a fresh lease: they are not fenced by JetStream
         as the channels' writes are (expected last subject sequence), so a node paused
         past its lease could otherwise overwrite the records of the node that took over."""
-        lease = self._lease
-        if lease is None or not lease.fresh:
+        contention = self._contention
+        if contention is None or not contention.lease.fresh:
             raise StoreError("this node's lease on the cluster is not current: not writing")
 
-    def _lost(self, reason: str) -> None:
-        self._leading = False
-        if self._on_lost is not None:
-            self._on_lost(f"cluster lease lost: {reason}")
-
-    def _require_conn(self) -> NatsConnection:
-        if self._conn is None:
+    def _require_link(self) -> Link:
+        if self._link is None:
             raise StoreError("the clustered store is not connected")
-        return self._conn
+        return self._link
 
-    def _require_writer(self) -> BatchWriter:
-        if self._writer is None:
-            raise StoreError("the clustered store is not connected")
-        return self._writer
+    def _serving(self) -> ServingTerm | None:
+        """This node's term, while it serves."""
+        term = self._term
+        return term if term is not None and term.contention.serving else None
 
-    def _require_streams(self) -> SharedStreams:
-        if self._streams is None:
+    def _require_serving(self) -> ServingTerm:
+        term = self._serving()
+        if term is None:
             raise StoreError("this node does not lead the cluster")
-        return self._streams
-
-    def _require_leading(self) -> ReplicatedMap:
-        if not self._leading or self._state is None:
-            raise StoreError("this node does not lead the cluster")
-        return self._state
+        return term
 
     async def remove_cluster_node(self, node_id: str) -> None:
         """Move the replicas node ``node_id`` holds (the shared streams, records, the
         lease) to the cluster's other JetStream servers: JetStream needs a server without
         a replica of each stream to move it to, so the replacement node is started first."""
-        self._require_leading()
-        conn = self._require_conn()
+        conn = self._require_serving().writer.conn
         for stream in self._stream_names():
             if node_id in await stream_replicas(conn, stream):
                 await remove_stream_peer(conn, stream, node_id)
 
     # -- loading (promotion) ------------------------------------------------------------
 
-    async def _load(self) -> RecoveredState | None:
+    async def _promote(self, contention: Contention) -> RecoveredState | None:
         """Load, waiting while JetStream elects leaders for the streams the dead node led
         (seconds): the records first, then the shared streams (a cluster of layout 1
         converted before), each asked again on its own while it elects."""
-        patience = Patience(self.log, lambda: self._leading)
-        state = self._require_leading()
-        records = await patience.run(state.load, "retrying")
-        decoded = decode_records(records)
+        patience = Patience(self.log, lambda: contention.serving)
+        records = contention.records
+        decoded = decode_records(await patience.run(records.load, "retrying"))
         settings = self.settings
-        recorded = [i for i in (decoded.channels.values() if decoded else ()) if i is not None]
-        count = max([settings.channel_streams, *(index + 1 for index in recorded)])
-        streams = self._streams = SharedStreams(
-            self._require_conn(), settings.cluster_id, settings.replicas, count,
-            new=settings.channel_streams,
+        writer = ClusterWriter(
+            contention.link.conn, settings.cluster_id, settings.replicas,
+            recorded=[i for i in (decoded.channels.values() if decoded else ()) if i is not None],
+            new_streams=settings.channel_streams, writer_id=next_nuid(),
         )  # fmt: skip
         if decoded is not None and decoded.legacy:
-            conversion = Conversion(
-                self._require_conn(),
-                self._require_writer(),
-                streams,
-                state,
-                self.log,
-                writer_id=self._writer_id,
-                check=self._check_lease,
-            )
+            conversion = Conversion(writer, records, self.log, check=self._check_lease)
             await convert_legacy(decoded, conversion, patience, self.log)
             patience.restart()
         elif decoded is None or decoded.layout != _layout_of(settings.channel_streams):
-            self._put(*layout_record(settings.channel_streams))
-        self._gather_leaders(streams)
+            records.put(*layout_record(settings.channel_streams))
+            self._schedule_flush()
+        moves = None
+        if settings.replicas > 1:
+            moves = gather_leaders(
+                writer.conn, self._record_streams(), writer.streams.names(), self.log
+            )
+        loads = self._channel_loads(writer.streams, patience, decoded, self._load_failed, moves)
+        self._term = ServingTerm(contention, writer, loads, moves)
         if decoded is not None:
             self._cache.init(decoded.info)
             for client in decoded.clients:
                 self._cache.add_client(client)
         # The node serves from here on; each channel once its own stream answers.
-        loads = self._loads = self._channel_loads(streams, patience, decoded, self._load_failed)
         opened = self._open_recorded(decoded.channels if decoded is not None else {})
         loads.start(opened, decoded.states if decoded is not None else {})
         if decoded is None:
@@ -334,6 +297,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         patience: Patience,
         decoded: ClusterRecords | None,
         on_failed: Callable[[str], None],
+        moves: SharedStreamMoves | None,
     ) -> ChannelLoads:
         recorded = decoded.states if decoded is not None else {}
 
@@ -347,19 +311,22 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             if recorded.get(name) != figures_of(msgs):
                 self._lazy.states_changed.add(name)
 
+        def ensured(stream: str) -> None:
+            if moves is not None:
+                moves.start(stream)
+
         return ChannelLoads(
-            streams, patience,
-            on_ensured=self._stream_ensured, on_loaded=loaded, on_failed=on_failed,
-        )  # fmt: skip
+            streams, patience, on_ensured=ensured, on_loaded=loaded, on_failed=on_failed
+        )
 
     def _load_failed(self, reason: str) -> None:
         """A stream of the promotion could not be loaded: its channels cannot be served
         here, so this node steps down (handing over to a peer that may load it)."""
-        if self._closing or not self._leading:
+        if self._closing or self._serving() is None:
             return
         self.log.error(f"Unable to serve the cluster: {reason}")
-        if self._on_lost is not None:
-            self._on_lost(f"cluster state not loaded: {reason}")
+        assert self._contention is not None
+        self._contention.on_lost(f"cluster state not loaded: {reason}")
 
     async def load_channels(self, names: list[str]) -> RecoveredState:
         """While serving: the channels ``names`` another writer (``stanpkg migrate``)
@@ -367,11 +334,12 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         of the records this node does not know (the migration's: a client closed here is
         no longer in them, one whose removal is still queued is heartbeated out as any
         recovered client). Channels this node has are left out."""
-        patience = Patience(self.log, lambda: self._leading)
+        term = self._require_serving()
+        patience = Patience(self.log, lambda: term.contention.serving)
+        streams = term.writer.streams
         added = await read_added(
-            self._require_leading(), self._require_streams(), names, set(self._channels),
-            patience, self.log,
-        )  # fmt: skip
+            term.records, streams, names, set(self._channels), patience, self.log
+        )
         decoded = added.records
         channels: dict[str, int | None] = {
             name: index
@@ -379,7 +347,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             if name not in self._channels  # created by a client meanwhile: its own
         }
         failures: list[str] = []
-        loads = self._channel_loads(self._require_streams(), patience, decoded, failures.append)
+        loads = self._channel_loads(streams, patience, decoded, failures.append, term.moves)
         loads.start(self._open_recorded(channels), decoded.states)
         await loads.wait()
         if failures:
@@ -402,27 +370,29 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
     # -- the Store interface --------------------------------------------------------------
 
     def standby_state(self) -> StandbyState | None:
-        if self._leading or self._standby is None:
+        contention = self._contention
+        if contention is None or contention.serving:
             return None
-        return self._standby.current()
+        return contention.standby.current()
 
     async def _read_standby_state(self) -> StandbyState | None:
-        assert self._state is not None
-        return await read_standby_state(self._state, asyncio.get_running_loop().time())
+        records = self._records()
+        assert records is not None
+        return await read_standby_state(records, asyncio.get_running_loop().time())
 
     def lock_holder_silent(self) -> bool:
-        lease = self._lease
-        return lease is not None and (lease.held or lease.holder_silent)
+        contention = self._contention
+        return contention is not None and (contention.lease.held or contention.lease.holder_silent)
 
     def recover(self) -> RecoveredState | None:
         # A follower has no state; the leader returns what it loaded at promotion.
-        if not self._leading:
+        if self._serving() is None:
             return None
         loaded, self._loaded = self._loaded, None
         return loaded
 
     def init(self, info: ServerInfo) -> None:
-        if not self._leading:
+        if self._serving() is None:
             return  # the start-up "No recovered state" of a follower
         self._cache.init(info)
         self._put(*server_record(info))
@@ -433,7 +403,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     def delete_client(self, client_id: str) -> None:
         self._cache.delete_client(client_id)
-        self._require_leading().delete(client_key(client_id))
+        self._require_serving().records.delete(client_key(client_id))
         self._schedule_flush()
 
     def create_channel(self, name: str) -> ChannelStore:
@@ -444,17 +414,14 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         if existing is not None:
             return existing
         cached = self._cache.create_channel(name)  # max_channels
-        state = self._require_leading()
-        streams = self._require_streams()
+        term = self._require_serving()
         if new:
-            index = streams.index_of_new(name)
-        log = ChannelLog(
-            self._require_conn(), self._require_writer(), self.settings.cluster_id, name, index
-        )
+            index = term.writer.streams.index_of_new(name)
         # Its own writer ID, in the IDs of messages published without one: after a lost
         # answer, the channel's last message tells this node's write from another's.
-        log.writer_id = next_nuid()
-        log.settle_leader_of = self._settle_leader
+        log = term.writer.channel_log(name, index, writer_id=next_nuid())
+        if term.moves is not None:
+            log.settle_leader_of = term.moves.settle
         paged = PagedMessages(
             name,
             cached.limits,
@@ -467,10 +434,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         replicated.on_change = self._lazy.states_changed.add
         replicated.on_dropped = self._lazy.dropped.add
         if new:
-            replicated.prepare = lambda: self._prepare_new_channel(name, index)
-            if self._loads is not None:
-                self._loads.created(index, replicated)
-        subs = ReplicatedSubscriptions(cached.subs, state, name)
+            replicated.prepare = lambda: self._prepare_new_channel(term, name, index)
+            term.loads.created(index, replicated)
+        subs = ReplicatedSubscriptions(cached.subs, term.records, name)
         subs.on_change = self._lazy.subs_changed.add
         channel = ChannelStore(name, replicated, subs, cached.limits)
         self._channels[name] = channel
@@ -484,11 +450,11 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         self._cache.delete_channel(name)
         if channel is None:
             return
-        state = self._require_leading()
+        records = self._require_serving().records
         subs = channel.subs
         assert isinstance(subs, ReplicatedSubscriptions)
         for sub_id in list(subs.tracked):
-            state.delete(sub_key(name, sub_id))
+            records.delete(sub_key(name, sub_id))
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
         msgs.close()  # its pages; the purge below needs only its log
@@ -516,19 +482,19 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         except Exception as exc:  # a background task: every failure is logged, none raised
             self.log.error(f"Unable to delete the messages of channel {name!r}: {exc}")
             return False
-        if name not in self._channels and self._leading and self._state is not None:
-            self._state.delete(channel_key(name))
-            self._state.delete(state_key(name))
+        term = self._serving()
+        if name not in self._channels and term is not None:
+            term.records.delete(channel_key(name))
+            term.records.delete(state_key(name))
             self._schedule_flush()
         return True
 
-    async def _prepare_new_channel(self, name: str, index: int) -> None:
+    async def _prepare_new_channel(self, term: ServingTerm, name: str, index: int) -> None:
         """Before a new channel's first write: its stream answering (at promotion it may
         still elect a leader), its record on a quorum (the node that takes over learns the
         channels from the records), and the messages of a channel of that name deleted
         here gone (the new one starts where no message of it is)."""
-        if self._loads is not None:
-            await self._loads.ensured(index)
+        await term.loads.ensured(index)
         await self.records_durable()
         found = self._deletions.get(name)
         if found is None:
@@ -542,19 +508,15 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
     def close(self) -> None:
         self._closing = True
         self._cache.close()
-        if self._standby is not None:
-            self._standby.stop()
-        if self._gathering is not None:
-            self._gathering.stop()
-        if self._moves is not None:
-            self._moves.cancel()
+        if self._contention is not None:
+            self._contention.standby.stop()
+        if self._term is not None:
+            self._term.stop()
         self._lazy.stop()
-        if self._loads is not None:
-            self._loads.cancel()
         if self._pending_flush is not None:
             self._pending_flush.cancel()
-        if self._lease is not None or self._conn is not None:
-            self._closed = self._spawn(self._shutdown())
+        if self._link is not None:
+            self._closed = self._spawn(self._shutdown(self._link))
         else:
             self._close_channels()
 
@@ -569,29 +531,30 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             channel.msgs.close()  # reads on demand stop
         self._channels.clear()
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, link: Link) -> None:
+        term = self._serving()
         with contextlib.suppress(Exception):
-            if self._leading and self._state is not None:
+            if term is not None:
                 async with asyncio.timeout(FLUSH_WITHIN):  # without a quorum: no wait
                     await self._lazy.flush()  # the figures of the last second too
-                    await self._state.flush()
+                    await term.records.flush()
         self._close_channels()
-        if self._lease is not None:
+        contention = self._contention
+        if contention is not None:
             with contextlib.suppress(Exception):
                 # To a running peer when serving (handover.py), else released.
                 self._successor = await hand_over_or_release(
-                    self._lease, self._conn, self.log, serving=self._leading,
+                    contention.lease, link.conn, self.log, serving=term is not None,
                     cluster_id=self.settings.cluster_id, node_id=self.settings.node_id,
                     peers=self.settings.peers, streams=self._stream_names(),
                 )  # fmt: skip
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.close()
+        with contextlib.suppress(Exception):
+            await link.conn.close()
 
     # -- replication of records ---------------------------------------------------------
 
     def _put(self, key: str, value: bytes) -> None:
-        self._require_leading().put(key, value)
+        self._require_serving().records.put(key, value)
         self._schedule_flush()
 
     async def records_durable(self) -> None:
@@ -606,10 +569,10 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
             pending = self._pending_flush
             if pending is not None and not pending.done():
                 await asyncio.shield(pending)  # it logs its failure and queues it again
-            state = self._require_leading()
-            if not state.queued:
+            records = self._require_serving().records
+            if not records.queued:
                 return
-            await state.flush()
+            await records.flush()
 
     def _schedule_flush(self) -> None:
         """Records (clients, channels) go out at once, in one batch per loop turn."""
@@ -618,11 +581,11 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
 
     async def _flush_records(self) -> None:
         await asyncio.sleep(0)
-        state = self._state
-        if state is None:
+        records = self._records()
+        if records is None:
             return
         try:
-            await state.flush()
+            await records.flush()
         except StoreError as exc:
             self.log.error(f"Unable to replicate the cluster state: {exc}")
 

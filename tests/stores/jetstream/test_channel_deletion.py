@@ -47,9 +47,10 @@ async def _stream_content(node: ClusteredStore, channel: str) -> list[tuple[int,
 
 
 async def _records(node: ClusteredStore) -> dict[str, bytes]:
-    assert node._state is not None
+    records = node._records()
+    assert records is not None
     await node.records_durable()
-    return await node._state.load()
+    return await records.load()
 
 
 async def test_a_channel_created_again_while_its_messages_are_purged(

@@ -345,8 +345,9 @@ async def test_a_conversion_stopped_between_its_steps_is_completed(
         for name in got:
             sequences = await _subject_sequences(jetstream_url, cid, name)
             assert sequences == list(range(got[name][0], got[name][1] + 1)), name
-        assert other._state is not None
-        decoded = decode_records(await other._state.load())
+        cluster_records = other._records()
+        assert cluster_records is not None
+        decoded = decode_records(await cluster_records.load())
         assert decoded is not None and decoded.legacy == []
         assert decoded.layout is not None and decoded.layout.channel_streams == 16
         conn = await NatsConnection.connect(jetstream_url)

@@ -29,8 +29,8 @@ async def test_a_node_stalled_past_its_lease_writes_no_records(jetstream_url: st
         await _publish(node, "orders", 1)
         msgs = node.create_channel("orders").msgs
         assert isinstance(msgs, ReplicatedMessages)
-        lease = node._lease
-        assert lease is not None
+        assert node._contention is not None
+        lease = node._contention.lease
         # The whole process stalls for a lease time: the lease's thread (a little longer,
         # so that the main loop runs first when it ends) and the main loop.
         lease._thread.call_soon(time.sleep, lease.ttl + 0.5)
@@ -51,7 +51,7 @@ async def test_a_node_stalled_past_its_lease_writes_no_records(jetstream_url: st
     reader = _store(cluster_id, "b", LogCapture())
     await reader.connect(NatsEndpoint(jetstream_url))
     try:
-        state = await reader._open_state()
+        state = await reader._open_records(reader._require_link().conn)
         records = await state.load()
     finally:
         reader.close()

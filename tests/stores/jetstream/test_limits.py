@@ -72,8 +72,9 @@ async def _in_stream(msgs: ReplicatedMessages) -> list[int]:
 
 
 async def _figures(node: ClusteredStore, channel: str) -> ChannelState | None:
-    assert node._state is not None
-    decoded = decode_records(await node._state.load())
+    records = node._records()
+    assert records is not None
+    decoded = decode_records(await records.load())
     assert decoded is not None
     return decoded.states.get(channel)
 
@@ -194,7 +195,7 @@ async def test_an_idle_node_replicates_nothing(jetstream_url: str) -> None:
         for n in range(30):
             await _publish(node, f"idle.{n}", 1)
         await asyncio.sleep(LAZY)
-        state = node._state
+        state = node._records()
         assert state is not None
         writes: list[int] = []
         real = state.flush
