@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from stanpkg.plan.limits import Limits, StoreLimits
-from stanpkg.stores.limit_policy import limits_reached  # still imported from here by jetstream/
 
 if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
@@ -80,7 +79,6 @@ __all__ = [
     "StoredRun",
     "SubRecord",
     "SubscriptionStore",
-    "limits_reached",
 ]
 
 TOO_MANY_CHANNELS = "too many channels"

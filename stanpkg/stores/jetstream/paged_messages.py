@@ -27,7 +27,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from stanpkg.plan.limits import Limits
-from stanpkg.stores.base import SequenceBookkeeping, StoreError, StoreLog, limits_reached
+from stanpkg.stores.base import SequenceBookkeeping, StoreError, StoreLog
+from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
 
 __all__ = ["PAGE", "PageCache", "PagedMessages", "ReadMessage"]
 
@@ -149,7 +150,7 @@ class PagedMessages(SequenceBookkeeping):
         self._last_ts = 0
         self._count = 0
         self._bytes = 0
-        self._hit_limit = False
+        self._limits_warning = LimitsWarning(log, channel)
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._failed_reads = 0
         # Called when messages that were asked for and missing became readable.
@@ -387,7 +388,7 @@ class PagedMessages(SequenceBookkeeping):
         """The count and size limits, now (a promotion, as a standalone store recovers:
         the oldest pages are read while the channel is over them)."""
         self._enforce_count_and_size()
-        while self._count > 1 and self._over(self.limits.max_msgs, self.limits.max_bytes):
+        while drops_oldest(self.limits, self._count, self._bytes):
             head = self._first
             await self.load(head, head)
             self._enforce_count_and_size()
@@ -395,23 +396,16 @@ class PagedMessages(SequenceBookkeeping):
                 return  # not readable now: applied once it is
 
     def _enforce_count_and_size(self) -> None:
-        max_msgs, max_bytes = self.limits.max_msgs, self.limits.max_bytes
-        if not self._over(max_msgs, max_bytes):
+        limits = self.limits
+        if not over_count_or_size(limits, self._count, self._bytes):
             return
-        if not self._hit_limit:
-            self._hit_limit = True
-            self._log.warn(limits_reached(self.channel, self.limits, self._count, self._bytes))
+        self._limits_warning.once(limits, self._count, self._bytes)
         first = self._first
-        while self._count > 1 and self._over(max_msgs, max_bytes):
+        while drops_oldest(limits, self._count, self._bytes):
             if not self._remove_first():
                 break
         if self._first != first and self.on_trimmed is not None:
             self.on_trimmed()
-
-    def _over(self, max_msgs: int, max_bytes: int) -> bool:
-        return (max_msgs > 0 and self._count > max_msgs) or (
-            max_bytes > 0 and self._bytes > max_bytes
-        )
 
     def _remove_first(self) -> bool:
         """Drop the oldest message; False when its page is not in memory (read first)."""
@@ -432,8 +426,8 @@ class PagedMessages(SequenceBookkeeping):
     def expire(self, now: int) -> int:
         """Drop the messages past max_age; the oldest kept's timestamp (0: none). While
         the oldest page is being read, a time that makes the caller check again soon."""
-        max_age = self.limits.max_age
-        if max_age <= 0:
+        limits = self.limits
+        if limits.max_age <= 0:
             return 0
         first = self._first
         try:
@@ -441,9 +435,9 @@ class PagedMessages(SequenceBookkeeping):
                 page = self._page_of(self._first)
                 if page is None:
                     self._load(_number(self._first))
-                    return now - max_age + AGE_RECHECK_NS
+                    return now - limits.max_age + AGE_RECHECK_NS
                 stamp = page.stamps[self._first - page.first]
-                if now - stamp < max_age:
+                if not expired(limits, stamp, now):
                     return stamp
                 self._remove_first()
             return 0
