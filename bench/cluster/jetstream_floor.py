@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from processes import free_port, stop_server, tree_cpu  # noqa: E402 - shared by the bench scripts
 
 from stanpkg.stores.jetstream.layout import channel_subject, shared_stream_name  # noqa: E402
-from stanpkg.stores.jetstream.records import (  # noqa: E402
+from stanpkg.stores.jetstream.record_codec import (  # noqa: E402
     HEADER_GUID,
     HEADER_MSG_ID,
     Write,

@@ -23,8 +23,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, RecoveredSubscription, ServerInfo, StoreError
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
-from stanpkg.stores.jetstream.jetstream_api import connect, js_api, wait_ready
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import connect, js_api, wait_ready
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     LAYOUT_KEY,
@@ -32,7 +31,7 @@ from stanpkg.stores.jetstream.layout import (
     kv_stream,
     records_bucket,
 )
-from stanpkg.stores.jetstream.records import (
+from stanpkg.stores.jetstream.record_codec import (
     ChannelState,
     channel_record,
     client_record,
@@ -47,6 +46,7 @@ from stanpkg.stores.jetstream.records import (
     subscription_channel,
     subscription_record,
 )
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.settings import MAX_REPLICAS
 from stanpkg.stores.jetstream.stream_reader import (
     ReplicaBehind,

@@ -14,7 +14,7 @@ from stanpkg.migrate.progress import Progress
 from stanpkg.migrate.source import SourceChannel, SourceError, SourceStore
 from stanpkg.migrate.verify import ChannelCheck, verify_channel
 from stanpkg.stores.base import ServerInfo, StoreError
-from stanpkg.stores.jetstream.records import ChannelState
+from stanpkg.stores.jetstream.record_codec import ChannelState
 
 __all__ = ["MigrateError", "Request", "Summary", "migrate"]
 

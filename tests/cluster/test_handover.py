@@ -23,7 +23,7 @@ from tests.server.stan_client import StanClient
 pytestmark = pytest.mark.slow
 
 LONGEST_GAP = 2.0  # seconds without a PubAck across a graceful stop (the Go cluster: 9 s)
-MOVE_LINE = "Moving the JetStream leader of stream"  # leadership.py, on each move asked
+MOVE_LINE = "Moving the JetStream leader of stream"  # leader_moves.py, on each move asked
 
 
 def terminate(node: Node) -> None:

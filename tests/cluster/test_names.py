@@ -1,5 +1,5 @@
 """Names in JetStream for any cluster ID and channel: valid and distinct (KV keys:
-tests/stores/jetstream/test_kvmap.py; the whole layout: test_layout.py there)."""
+tests/stores/jetstream/test_records_map.py; the whole layout: test_layout.py there)."""
 
 from __future__ import annotations
 

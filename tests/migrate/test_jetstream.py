@@ -24,7 +24,6 @@ from nats.js import JetStreamContext
 from stanpkg.migrate import destination as destination_module
 from stanpkg.migrate.destination import Destination, DestinationError
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     channel_stream_index,
@@ -33,6 +32,7 @@ from stanpkg.stores.jetstream.layout import (
     records_bucket,
     shared_stream_name,
 )
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.stream_reader import ReplicaBehind
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import STANPKG

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.promotion import Patience, read_figures
-from stanpkg.stores.jetstream.records import ChannelState
+from stanpkg.stores.jetstream.record_codec import ChannelState
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.shared_streams import SharedStreams
 
@@ -140,7 +140,7 @@ class ChannelLoads:
         took_slot = await self._turn(msgs.wanted)
         try:
             recorded = states.get(name) or ChannelState()
-            figures = await read_figures(msgs.log, recorded, self._patience)
+            figures = await read_figures(msgs.channel_log, recorded, self._patience)
             msgs.restore(figures, time.time_ns())
             await msgs.apply_limits()  # reads only when its limits bind (they changed)
         except asyncio.CancelledError:

@@ -26,7 +26,7 @@ What nats-server 2.15.1 does, checked with a script before this was written:
 * a batch holding a ``Nats-Msg-Id`` the stream has within its duplicate window, whatever
   subject the other message was on, or twice, is refused as a whole (10201, "atomic
   publish batch contains duplicate message id"): one channel's publish ID would refuse
-  another channel's write, so publish IDs go in a plain header (``records``), and only
+  another channel's write, so publish IDs go in a plain header (``record_codec``), and only
   streams written before that carry them in ``Nats-Msg-Id``;
 * a purge with ``filter`` and ``seq`` removes the subject's messages below ``seq``; once
   a subject has none, a write expecting 0 is taken and one expecting the old last refused;
@@ -48,10 +48,10 @@ from typing import NamedTuple
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.channel_reader import Known, first_stored, locate, read_run
-from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT
+from stanpkg.stores.jetstream.connection import API_TIMEOUT
 from stanpkg.stores.jetstream.layout import channel_subject, shared_stream_name
 from stanpkg.stores.jetstream.paged_messages import ReadMessage
-from stanpkg.stores.jetstream.records import (
+from stanpkg.stores.jetstream.record_codec import (
     HEADER_GUID,
     HEADER_MSG_ID,
     HEADER_SEQUENCE,

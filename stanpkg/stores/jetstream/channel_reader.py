@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.paged_messages import ReadMessage
-from stanpkg.stores.jetstream.records import HEADER_SEQUENCE, decode_message
+from stanpkg.stores.jetstream.record_codec import HEADER_SEQUENCE, decode_message
 from stanpkg.stores.jetstream.stream_reader import first_of_subject_from, read_subject
 from stanpkg.transport.connection import NatsConnection, decode_headers
 

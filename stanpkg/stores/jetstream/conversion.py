@@ -34,14 +34,13 @@ from collections.abc import Callable
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
-from stanpkg.stores.jetstream.jetstream_api import STREAM_NOT_FOUND, JetStreamError, first_answer
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import STREAM_NOT_FOUND, JetStreamError, first_answer
 from stanpkg.stores.jetstream.layout import (
     legacy_moved_subject,
     legacy_overlaps,
     legacy_stream_name,
 )
-from stanpkg.stores.jetstream.records import (
+from stanpkg.stores.jetstream.record_codec import (
     HEADER_MSG_ID,
     HEADER_REPLY,
     HEADER_TIMESTAMP,
@@ -50,6 +49,7 @@ from stanpkg.stores.jetstream.records import (
     layout_record,
     state_record,
 )
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.stream_management import delete_stream, move_stream_subjects
 from stanpkg.stores.jetstream.stream_reader import StreamState, find_stream_state, read_range
 from stanpkg.stores.jetstream.stream_writer import ATOMIC_BATCH_MAX

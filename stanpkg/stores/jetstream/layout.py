@@ -15,7 +15,7 @@ Layout version 2 (the ``layout`` record says so; :data:`LAYOUT_VERSION`):
   one used, so a cluster whose number of streams changes never moves a channel;
 * records (the KV bucket :func:`records_bucket`): ``server``, ``client.<id>``,
   ``channel.<channel>`` (its stream), ``state.<channel>`` (its messages' figures),
-  ``sub.<channel>.<id>`` and :data:`LAYOUT_KEY` (``records.py`` has their bytes).
+  ``sub.<channel>.<id>`` and :data:`LAYOUT_KEY` (``record_codec.py`` has their bytes).
 
 Version 1, which releases before 2 wrote and :mod:`conversion` reads once, kept each
 channel in a stream of its own (:func:`legacy_stream_name` over

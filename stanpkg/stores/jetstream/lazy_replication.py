@@ -12,9 +12,9 @@ import asyncio
 from collections.abc import Callable, Mapping
 
 from stanpkg.stores.base import ChannelStore, StoreError, StoreLog
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.periodic import repeat
-from stanpkg.stores.jetstream.records import ChannelState, state_record
+from stanpkg.stores.jetstream.paced_repeat import repeat
+from stanpkg.stores.jetstream.record_codec import ChannelState, state_record
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
 

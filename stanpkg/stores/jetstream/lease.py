@@ -45,8 +45,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import connect, first_answer, raise_if_cancelled
-from stanpkg.stores.jetstream.kv import KvBucket, WrongRevision
+from stanpkg.stores.jetstream.connection import connect, first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.kv_bucket import KvBucket, WrongRevision
 from stanpkg.stores.jetstream.layout import (
     LEASE_KEY,
     LEASE_PROBE_HEADER,

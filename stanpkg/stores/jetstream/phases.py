@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from stanpkg.stores.jetstream.channel_loads import ChannelLoads
 from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.leadership import SharedStreamMoves
+from stanpkg.stores.jetstream.leader_moves import SharedStreamMoves
 from stanpkg.stores.jetstream.lease import Lease
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.standby_view import StandbyView
 from stanpkg.transport.connection import NatsConnection
 

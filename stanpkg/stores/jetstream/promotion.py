@@ -24,10 +24,10 @@ from typing import TypeVar
 
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.channel_log import ChannelLog
+from stanpkg.stores.jetstream.connection import raise_if_cancelled
 from stanpkg.stores.jetstream.conversion import Conversion
-from stanpkg.stores.jetstream.jetstream_api import raise_if_cancelled
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.records import ChannelState, ClusterRecords, decode_records
+from stanpkg.stores.jetstream.record_codec import ChannelState, ClusterRecords, decode_records
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import RestoredFigures
 from stanpkg.stores.jetstream.shared_streams import SharedStreams, UnsupportedServer
 

@@ -44,7 +44,7 @@ class ReplicatedMessages(MessageStore):
     def __init__(self, cache: PagedMessages, log: ChannelLog) -> None:
         self.cache = cache
         self.limits = cache.limits
-        self.log = log
+        self.channel_log = log
         self._led_here = False  # the stream's leader was brought to this node's server
         # A new channel's: awaited before its first write (until it succeeds), then dropped.
         self.prepare: Callable[[], Awaitable[None]] | None = None
@@ -113,7 +113,7 @@ class ReplicatedMessages(MessageStore):
         after the figures were last recorded, ``figures.tail``, whose publish IDs join
         the duplicate window); then the limits, age included, as a standalone store
         recovers (reading the oldest page when they bind)."""
-        log, cache = self.log, self.cache
+        log, cache = self.channel_log, self.cache
         last = figures.last_written
         log.start_at(last)
         if last is not None and figures.first:
@@ -182,7 +182,7 @@ class ReplicatedMessages(MessageStore):
         stamp = batch.timestamp
         stamps = [stamp] * count
         ids = batch.guids or [""] * count
-        self.log.append_run(first, messages, stamps, ids)
+        self.channel_log.append_run(first, messages, stamps, ids)
         self._records.extend(MsgEncoder(self.cache.channel, stamp).encode_run(first, messages))
         self._stamps.extend(stamps)
         self._guids.extend(ids)
@@ -247,7 +247,7 @@ class ReplicatedMessages(MessageStore):
             return None
         if self.cache.state()[0]:
             first = self.cache.first_sequence
-            below = self.log.positions.stream_seq(first) or self.cache.stream_seq_of(first)
+            below = self.channel_log.positions.stream_seq(first) or self.cache.stream_seq_of(first)
             if not below:
                 # Not known here: never purge what may be kept. Its page is read, so the
                 # next round knows (promotion: what the last node dropped, unpurged).
@@ -264,26 +264,26 @@ class ReplicatedMessages(MessageStore):
 
     async def _purge(self, below: int, first: int) -> str:
         try:
-            await self.log.purge_below(below)
+            await self.channel_log.purge_below(below)
         except StoreError as exc:
             return str(exc)
         self._stream_first = max(self._stream_first, first)
-        self.log.positions.drop_below(first)
+        self.channel_log.positions.drop_below(first)
         return ""
 
     async def _purge_all(self, previous: asyncio.Future[Any] | None) -> str:
         if previous is not None:
             await asyncio.gather(asyncio.shield(previous), return_exceptions=True)
-        if self.cache.state()[0] or self._behind or not self.log.fence:
+        if self.cache.state()[0] or self._behind or not self.channel_log.fence:
             return ""  # written meanwhile (purged in part later), or not known here
         if not self._recorded():
             return ""
         try:
-            await self.log.purge_below(self.log.fence + 1)
+            await self.channel_log.purge_below(self.channel_log.fence + 1)
         except StoreError as exc:
             return str(exc)
         self._stream_first = 0
-        self.log.positions.clear()
+        self.channel_log.positions.clear()
         return ""
 
     def _recorded(self) -> bool:
@@ -312,16 +312,16 @@ class ReplicatedMessages(MessageStore):
             batch.records.extend(records)
             batch.stamps.extend(stamps)
             batch.guids.extend(guids)
-            batch.writes.extend(self.log.take())
+            batch.writes.extend(self.channel_log.take())
             return self._tail
-        batch = _Batch(records, stamps, guids, self.log.take())
+        batch = _Batch(records, stamps, guids, self.channel_log.take())
         previous = self._tail
         # Numbered after a batch still in flight: it stands or falls with that one.
         after = previous if previous is not None and not previous.done() else None
         sent = None
         ready = self._led_here and not self._behind and self.prepare is None and self._may_write()
         if batch.writes and ready and after is None:
-            sent = self.log.send(batch.writes)
+            sent = self.channel_log.send(batch.writes)
         task = asyncio.get_running_loop().create_task(self._write(batch, sent, previous, after))
         self._tail = task
         self._gathering = (batch, task) if sent is None else None
@@ -355,7 +355,7 @@ class ReplicatedMessages(MessageStore):
                 except StoreError as exc:
                     if previous is after:
                         if sent is not None:
-                            self.log.abandon(sent)
+                            self.channel_log.abandon(sent)
                         raise StoreError(f"an earlier write to the channel failed: {exc}") from exc
             if self.prepare is not None:
                 await self.prepare()
@@ -364,20 +364,20 @@ class ReplicatedMessages(MessageStore):
                 # Before the first write of this leadership to the stream, with none in
                 # flight: a write sent while the stream's leadership moves may go
                 # unanswered (5 s).
-                await self.log.settle_leader()
+                await self.channel_log.settle_leader()
                 self._led_here = True
             if self._behind:
                 await self._catch_up()
             if sent is None and self.fence is not None:
                 self.fence()
             self._close_gathering(batch)
-            await self.log.write(batch.writes, sent)
+            await self.channel_log.write(batch.writes, sent)
         except StoreError as exc:
             self._close_gathering(batch)
             self._settled(batch)
             self._behind = True
             if isinstance(exc, StreamFenced):
-                channel = self.log.channel
+                channel = self.channel_log.channel
                 raise StoreError(f"channel {channel!r} was written by another node: {exc}") from exc
             raise
         except BaseException:
@@ -388,7 +388,7 @@ class ReplicatedMessages(MessageStore):
         self._settled(batch)
         if batch.records:
             first = batch.writes[0][0]
-            positions = self.log.positions
+            positions = self.channel_log.positions
             stream_first = positions.stream_seq(first)
             stream_seqs = (
                 range(stream_first, stream_first + len(batch.records))
@@ -423,7 +423,7 @@ class ReplicatedMessages(MessageStore):
     async def _catch_up(self) -> None:
         """Memory brought level with the stream after a write whose outcome is unknown:
         the channel's messages past the last one this node knows, read from its subject."""
-        log = self.log
+        log = self.channel_log
         last = await log.last_message()
         have = self.cache.last_sequence
         if last is not None and last.sequence > have:

@@ -1,5 +1,5 @@
 """A channel's subscriptions in the clustered store: served from memory, each one's record
-and pending sequences replicated as one record of the cluster's map (``records``)."""
+and pending sequences replicated as one record of the cluster's map (``record_codec``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from stanpkg.stores.base import SubRecord, SubscriptionStore
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import sub_key
-from stanpkg.stores.jetstream.records import subscription_record
+from stanpkg.stores.jetstream.record_codec import subscription_record
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 
 __all__ = ["ReplicatedSubscriptions"]
 

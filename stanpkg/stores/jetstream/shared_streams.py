@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator
 from typing import NamedTuple
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT
+from stanpkg.stores.jetstream.connection import API_TIMEOUT
 from stanpkg.stores.jetstream.layout import (
     channel_stream_index,
     channel_subject,
     shared_stream_name,
     shared_stream_prefix,
 )
-from stanpkg.stores.jetstream.records import ChannelMessage, decode_message
+from stanpkg.stores.jetstream.record_codec import ChannelMessage, decode_message
 from stanpkg.stores.jetstream.stream_management import ensure_stream, shared_stream_config
 from stanpkg.stores.jetstream.stream_reader import StreamState, read_range
 from stanpkg.transport.connection import NatsConnection, decode_headers

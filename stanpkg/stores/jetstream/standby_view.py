@@ -18,9 +18,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from stanpkg.stores.base import StandbyChannel, StandbyState, StandbySubscription, StoreLog
-from stanpkg.stores.jetstream.jetstream_api import raise_if_cancelled
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
-from stanpkg.stores.jetstream.records import ChannelState, decode_records
+from stanpkg.stores.jetstream.connection import raise_if_cancelled
+from stanpkg.stores.jetstream.record_codec import ChannelState, decode_records
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 
 __all__ = ["READ_TTL", "StandbyView", "read_standby_state"]
 

@@ -7,9 +7,9 @@
   in order, can append (a stale leader is fenced by JetStream itself). Creating a channel
   creates no stream; the streams are created, or checked, at promotion.
 * Server info, clients, channels, each channel's figures and subscriptions (with their
-  pending sequences) are records of one replicated map (``kvmap.py``,
+  pending sequences) are records of one replicated map (``records_map.py``,
   ``replicated_subs.py``), written in batches.
-* Names, keys and the records' bytes are ``layout.py``'s and ``records.py``'s.
+* Names, keys and the records' bytes are ``layout.py``'s and ``record_codec.py``'s.
 * Channels are written through one ``ClusterWriter`` (``cluster_writer.py``), as
   ``stanpkg migrate`` writes them.
 * The store goes through phases, each an object built whole when it begins
@@ -54,10 +54,9 @@ from stanpkg.stores.base import (
 from stanpkg.stores.jetstream.channel_loads import ChannelLoads
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
+from stanpkg.stores.jetstream.connection import connect, raise_if_cancelled, wait_ready
 from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.handover import hand_over_or_release
-from stanpkg.stores.jetstream.jetstream_api import connect, raise_if_cancelled, wait_ready
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
 from stanpkg.stores.jetstream.layout import (
     LAYOUT_VERSION,
     channel_key,
@@ -69,12 +68,12 @@ from stanpkg.stores.jetstream.layout import (
     sub_key,
 )
 from stanpkg.stores.jetstream.lazy_replication import LazyReplication, figures_of
-from stanpkg.stores.jetstream.leadership import SharedStreamMoves, gather_leaders
+from stanpkg.stores.jetstream.leader_moves import SharedStreamMoves, gather_leaders
 from stanpkg.stores.jetstream.lease import Lease
 from stanpkg.stores.jetstream.paged_messages import PageCache, PagedMessages
 from stanpkg.stores.jetstream.phases import Contention, Link, ServingTerm
 from stanpkg.stores.jetstream.promotion import Patience, convert_legacy, read_added
-from stanpkg.stores.jetstream.records import (
+from stanpkg.stores.jetstream.record_codec import (
     ClusterRecords,
     Layout,
     channel_record,
@@ -83,6 +82,7 @@ from stanpkg.stores.jetstream.records import (
     layout_record,
     server_record,
 )
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
 from stanpkg.stores.jetstream.settings import ClusterSettings
@@ -458,8 +458,10 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
         msgs = channel.msgs
         assert isinstance(msgs, ReplicatedMessages)
         msgs.close()  # its pages; the purge below needs only its log
-        deletion = asyncio.get_running_loop().create_task(self._purge_channel(name, msgs.log))
-        self._deletions[name] = (deletion, msgs.log)
+        deletion = asyncio.get_running_loop().create_task(
+            self._purge_channel(name, msgs.channel_log)
+        )
+        self._deletions[name] = (deletion, msgs.channel_log)
         deletion.add_done_callback(lambda _: self._forget_deletion(name, deletion))
         self._schedule_flush()
 

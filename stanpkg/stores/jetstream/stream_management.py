@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
     STREAM_NAME_IN_USE,
     STREAM_NOT_FOUND,

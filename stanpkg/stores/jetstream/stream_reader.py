@@ -2,7 +2,7 @@
 buckets' streams) on the store's one connection: the messages by batched direct gets,
 of a whole stream (:func:`read_range`) or of one subject (:func:`read_subject`), a
 subject's last message from the stream's leader (:func:`last_of_subject`), the streams'
-state by ``STREAM.INFO`` (:func:`stream_state`, through ``jetstream_api``'s
+state by ``STREAM.INFO`` (:func:`stream_state`, through ``connection``'s
 :func:`js_api`).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, NamedTuple
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
     STREAM_NOT_FOUND,
     api_failure,

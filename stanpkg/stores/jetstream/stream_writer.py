@@ -4,7 +4,7 @@ Every write is a JetStream atomic batch (nats-server 2.12 and later): the messag
 flush of one channel, stored all in order or none, and answered once, by the commit. One
 :class:`BatchWriter` sends every channel's batches on the store's connection with one
 reply subscription (a channel costs no subscription); ``channel_log`` decides what each
-batch expects. The messages' bytes are ``records``'.
+batch expects. The messages' bytes are ``record_codec``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     BATCH_WRONG_LAST_SEQUENCE,
     WRONG_LAST_SEQUENCE,
 )

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from stanpkg.stores.base import ServerInfo, SubRecord
-from stanpkg.stores.jetstream.jetstream_api import Pipeline, js_api
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import Pipeline, js_api
 from stanpkg.stores.jetstream.layout import (
     channel_key,
     legacy_stream_name,
     legacy_stream_subject,
     records_bucket,
 )
-from stanpkg.stores.jetstream.records import server_record, subscription_record
+from stanpkg.stores.jetstream.record_codec import server_record, subscription_record
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.transport.connection import NatsConnection
 from tests.server.conftest import start_nats_process
 from tests.stores.jetstream.conftest import NatsProc

@@ -36,7 +36,7 @@ async def _stream_content(node: ClusteredStore, channel: str) -> list[tuple[int,
     """The channel's (STAN sequence, data) in its shared stream."""
     msgs = node.create_channel(channel).msgs
     assert isinstance(msgs, ReplicatedMessages)
-    log = msgs.log
+    log = msgs.channel_log
     last = await log.last_message()
     if last is None:
         return []
@@ -122,7 +122,7 @@ async def test_the_records_go_once_the_messages_are_gone(jetstream_url: str) -> 
         await _publish(node, "stays", 2)
         msgs = node.create_channel("gone").msgs
         assert isinstance(msgs, ReplicatedMessages)
-        log = msgs.log
+        log = msgs.channel_log
         await asyncio.sleep(1.5)  # the figures' record is written
         assert kv_key("state", "gone") in await _records(node)
         node.delete_channel("gone")

@@ -17,7 +17,7 @@ from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
 from stanpkg.server.server import StreamingServer
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT
+from stanpkg.stores.jetstream.connection import API_TIMEOUT
 from stanpkg.stores.jetstream.layout import channel_stream_index
 from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.stream_reader import StreamState

@@ -21,8 +21,7 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ServerInfo, SubRecord
 from stanpkg.stores.jetstream import conversion as conversion_module
 from stanpkg.stores.jetstream.channel_log import ChannelLog
-from stanpkg.stores.jetstream.jetstream_api import js_api
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import js_api
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     LAYOUT_KEY,
@@ -33,7 +32,8 @@ from stanpkg.stores.jetstream.layout import (
     records_bucket,
     shared_stream_name,
 )
-from stanpkg.stores.jetstream.records import decode_records
+from stanpkg.stores.jetstream.record_codec import decode_records
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.stream_reader import find_stream_state, read_subject
 from stanpkg.transport.connection import NatsConnection, decode_headers

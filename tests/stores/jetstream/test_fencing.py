@@ -43,7 +43,7 @@ async def test_a_node_stalled_past_its_lease_writes_no_records(jetstream_url: st
             await node.records_durable()
         with pytest.raises(StoreError, match="lease"):
             await write
-        last = await msgs.log.last_message()
+        last = await msgs.channel_log.last_message()
         assert last is not None and last.sequence == 1
     finally:
         node.close()

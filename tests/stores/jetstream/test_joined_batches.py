@@ -25,7 +25,7 @@ def _messages(prefix: str, count: int) -> MessageBatch:
 
 def _count_batches(msgs: ReplicatedMessages, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size of every atomic batch the channel sends from now on."""
-    writer = msgs.log._writer
+    writer = msgs.channel_log._writer
     sent: list[int] = []
     send = writer.send
 
@@ -38,11 +38,11 @@ def _count_batches(msgs: ReplicatedMessages, monkeypatch: pytest.MonkeyPatch) ->
 
 
 async def _stored_payloads(msgs: ReplicatedMessages) -> list[tuple[int, bytes]]:
-    last = await msgs.log.last_message()
+    last = await msgs.channel_log.last_message()
     assert last is not None
     return [
         (stored.message.sequence, pb.MsgProto.FromString(stored.message.record).data)
-        async for stored in msgs.log.read_after(0, last.stream_seq)
+        async for stored in msgs.channel_log.read_after(0, last.stream_seq)
     ]
 
 

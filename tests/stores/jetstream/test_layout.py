@@ -28,7 +28,7 @@ from stanpkg.stores.jetstream.layout import (
     shared_stream_subjects,
     state_key,
 )
-from stanpkg.stores.jetstream.records import (
+from stanpkg.stores.jetstream.record_codec import (
     ChannelState,
     Layout,
     channel_record,

@@ -13,7 +13,7 @@ from pathlib import Path
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
 from stanpkg.stores.base import MessageBatch, ServerInfo
-from stanpkg.stores.jetstream.records import ChannelState, decode_records
+from stanpkg.stores.jetstream.record_codec import ChannelState, decode_records
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.store import ClusteredStore, ClusterSettings
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -65,10 +65,12 @@ async def _publish(node: ClusteredStore, channel: str, count: int, size: int = 1
 
 async def _in_stream(msgs: ReplicatedMessages) -> list[int]:
     """The STAN sequences the channel's subject holds."""
-    last = await msgs.log.last_message()
+    last = await msgs.channel_log.last_message()
     if last is None:
         return []
-    return [stored.message.sequence async for stored in msgs.log.read_after(0, last.stream_seq)]
+    return [
+        stored.message.sequence async for stored in msgs.channel_log.read_after(0, last.stream_seq)
+    ]
 
 
 async def _figures(node: ClusteredStore, channel: str) -> ChannelState | None:

@@ -19,7 +19,7 @@ import pytest
 
 from stanpkg.stores.base import MessageBatch, StoreError
 from stanpkg.stores.jetstream import channel_loads, promotion
-from stanpkg.stores.jetstream.jetstream_api import API_TIMEOUT, ConnectionClosed, Pipeline
+from stanpkg.stores.jetstream.connection import API_TIMEOUT, ConnectionClosed, Pipeline
 from stanpkg.stores.jetstream.layout import channel_stream_index
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage
@@ -187,10 +187,10 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         write = msgs.begin_flush()
         await asyncio.sleep(0.5)
         assert not write.done()
-        assert await msgs.log.last_message() is None
+        assert await msgs.channel_log.last_message() is None
         release.set()
         await asyncio.wait_for(write, 10)
-        last = await msgs.log.last_message()
+        last = await msgs.channel_log.last_message()
         assert last is not None and last.sequence == 1
         # A record that cannot be written fails the new channel's first write.
         broken[0] = True
@@ -199,7 +199,7 @@ async def test_a_new_channels_first_write_waits_for_its_record(
         other.store(_batch())
         with pytest.raises(StoreError, match="unable to replicate"):
             await asyncio.wait_for(other.flush(), 10)
-        assert await other.log.last_message() is None
+        assert await other.channel_log.last_message() is None
     finally:
         node.close()
         await asyncio.sleep(0.2)

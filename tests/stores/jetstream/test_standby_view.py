@@ -22,8 +22,8 @@ from stanpkg.stores.base import (
     SubRecord,
 )
 from stanpkg.stores.jetstream import standby_view
-from stanpkg.stores.jetstream.jetstream_api import connect
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import connect
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.replicated_subs import ReplicatedSubscriptions
 from stanpkg.stores.jetstream.standby_view import READ_TTL, read_standby_state

@@ -25,7 +25,7 @@ from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream import shared_streams as shared_streams_module
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.layout import channel_subject, shared_stream_name
-from stanpkg.stores.jetstream.records import atomic_batch_messages, decode_stream_message
+from stanpkg.stores.jetstream.record_codec import atomic_batch_messages, decode_stream_message
 from stanpkg.stores.jetstream.shared_streams import SharedStreams, UnsupportedServer
 from stanpkg.stores.jetstream.stream_management import (
     delete_stream,

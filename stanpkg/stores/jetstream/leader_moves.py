@@ -24,8 +24,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
-from stanpkg.stores.jetstream.jetstream_api import first_answer, raise_if_cancelled
-from stanpkg.stores.jetstream.periodic import repeat
+from stanpkg.stores.jetstream.connection import first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.paced_repeat import repeat
 from stanpkg.stores.jetstream.stream_management import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
 

@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 import pytest
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import connect, js_api, wait_ready
-from stanpkg.stores.jetstream.kvmap import ReplicatedMap
+from stanpkg.stores.jetstream.connection import connect, js_api, wait_ready
 from stanpkg.stores.jetstream.layout import kv_key, kv_key_parts
+from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import NatsProc, lead_elsewhere, metadata_leader
 
@@ -46,7 +46,7 @@ def new_bucket() -> str:
 
 @asynccontextmanager
 async def opened(url: str, bucket: str, replicas: int = 1) -> AsyncIterator[ReplicatedMap]:
-    conn = await connect(NatsEndpoint(url), name="kvmap-test")
+    conn = await connect(NatsEndpoint(url), name="records-map-test")
     try:
         await wait_ready(conn, 20)
         yield await ReplicatedMap.open(conn, bucket, replicas=replicas)
@@ -135,7 +135,7 @@ async def test_closed_connection_fails_the_flush_and_keeps_the_writes(
 
 
 async def test_open_on_a_closed_connection_is_a_store_error(jetstream_url: str) -> None:
-    conn = await connect(NatsEndpoint(jetstream_url), name="kvmap-test")
+    conn = await connect(NatsEndpoint(jetstream_url), name="records-map-test")
     await conn.close()
     with pytest.raises(StoreError, match="unable to open the cluster state"):
         await ReplicatedMap.open(conn, new_bucket(), replicas=1)

@@ -5,7 +5,7 @@ of each key; a key's revision is that message's stream sequence. A read is a dir
 of the key's last message (any replica answers it), a write a publish expecting the key's
 revision (``Nats-Expected-Last-Subject-Sequence``: 0 for a key without one), a deletion
 an empty message marked ``KV-Operation: DEL``. That is all the lease needs, a few headers
-on the JetStream API that ``jetstream_api`` speaks already: nats-py's KeyValue would bring
+on the JetStream API that ``connection`` speaks already: nats-py's KeyValue would bring
 a second connection with its own reconnects and its own errors.
 
 Buckets are created with the configuration nats-py's ``create_key_value`` sends (earlier
@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
     BATCH_WRONG_LAST_SEQUENCE,
     NO_RESPONDERS,

@@ -11,7 +11,7 @@ import pytest
 
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.layout import shared_stream_name
-from stanpkg.stores.jetstream.leadership import LeaderGathering, SharedStreamMoves
+from stanpkg.stores.jetstream.leader_moves import LeaderGathering, SharedStreamMoves
 from stanpkg.stores.jetstream.stream_management import (
     ensure_stream,
     lead_stream_from,

@@ -1,7 +1,7 @@
 """The cluster's records (server info, clients, subscriptions) in one replicated KV bucket,
 written in pipelined batches: every write of a batch in flight at once, one ack each; read
-whole by batched direct gets. Both on the store's one connection (``jetstream_api``); the
-bucket is ``kv``'s, its keys are made by :func:`layout.kv_key`.
+whole by batched direct gets. Both on the store's one connection (``connection``); the
+bucket is ``kv_bucket``'s, its keys are made by :func:`layout.kv_key`.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Callable
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
     ConnectionClosed,
     Outgoing,
     Pipeline,
     first_answer,
 )
-from stanpkg.stores.jetstream.kv import DELETE, KV_OPERATION, REMOVED, ensure_bucket
+from stanpkg.stores.jetstream.kv_bucket import DELETE, KV_OPERATION, REMOVED, ensure_bucket
 from stanpkg.stores.jetstream.layout import checked_key, kv_stream, kv_subject
 from stanpkg.stores.jetstream.stream_reader import ReplicaBehind, read_range, stream_state
 from stanpkg.transport.connection import NatsConnection, decode_headers

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from stanpkg.stores.base import StoreLog
-from stanpkg.stores.jetstream.jetstream_api import raise_if_cancelled
+from stanpkg.stores.jetstream.connection import raise_if_cancelled
 
 __all__ = ["repeat"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     ConnectionClosed,
     JetStreamError,
     Outgoing,
@@ -22,7 +22,7 @@ from stanpkg.stores.jetstream.jetstream_api import (
     js_api,
     wait_ready,
 )
-from stanpkg.stores.jetstream.kv import KvBucket
+from stanpkg.stores.jetstream.kv_bucket import KvBucket
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
 from tests.transport.conftest import free_port

@@ -13,13 +13,13 @@ from contextlib import asynccontextmanager
 import nats
 import pytest
 
-from stanpkg.stores.jetstream.jetstream_api import (
+from stanpkg.stores.jetstream.connection import (
     ConnectionClosed,
     JetStreamError,
     connect,
     js_api,
 )
-from stanpkg.stores.jetstream.kv import KvBucket, WrongRevision, bucket_config, ensure_bucket
+from stanpkg.stores.jetstream.kv_bucket import KvBucket, WrongRevision, bucket_config, ensure_bucket
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.endpoint import NatsEndpoint
 
