@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_TIMEOUT",
+    "ASK_AGAIN_EVERY",
     "BATCH_WRONG_LAST_SEQUENCE",
     "NO_RESPONDERS",
     "STREAM_NAME_IN_USE",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 API_TIMEOUT = 5.0  # seconds for JetStream to answer a request or a write (and to connect)
+# A request that may meet a stream electing or moving its leader is sent again this often
+# (first_answer): the new leader answers none sent before it was elected.
+ASK_AGAIN_EVERY = 0.25
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 ENABLED_CHECK_TIMEOUT = 2.0  # at most, for the first look at JetStream when connecting
 READY_POLL = 2.0  # at most, for one INFO request while waiting for JetStream

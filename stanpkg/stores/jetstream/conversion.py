@@ -34,7 +34,12 @@ from collections.abc import Callable
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.cluster_writer import ClusterWriter
-from stanpkg.stores.jetstream.connection import STREAM_NOT_FOUND, JetStreamError, first_answer
+from stanpkg.stores.jetstream.connection import (
+    ASK_AGAIN_EVERY,
+    STREAM_NOT_FOUND,
+    JetStreamError,
+    first_answer,
+)
 from stanpkg.stores.jetstream.layout import (
     legacy_moved_subject,
     legacy_overlaps,
@@ -56,8 +61,6 @@ from stanpkg.stores.jetstream.stream_writer import ATOMIC_BATCH_MAX
 from stanpkg.transport.connection import decode_headers
 
 __all__ = ["Conversion"]
-
-PROBE_EVERY = 0.25  # a layout-1 stream electing its leader is asked again this often
 
 
 class Conversion:
@@ -138,7 +141,7 @@ class Conversion:
             return await first_answer(
                 lambda: find_stream_state(self._conn, name),
                 timeout=leader_timeout,
-                every=PROBE_EVERY,
+                every=ASK_AGAIN_EVERY,
             )
         except TimeoutError:
             raise StoreError(f"JetStream did not answer for stream {name}") from None

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from stanpkg.stores.base import StoreError, StoreLog
-from stanpkg.stores.jetstream.connection import first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.connection import ASK_AGAIN_EVERY, first_answer, raise_if_cancelled
 from stanpkg.stores.jetstream.paced_repeat import repeat
 from stanpkg.stores.jetstream.stream_management import lead_stream_from
 from stanpkg.transport.connection import NatsConnection
@@ -38,7 +38,6 @@ MOVE_WITHIN = 3.0  # seconds a stream's first write waits for its leader to move
 MOVE_POLL = 0.05
 MOVE_ASK_AGAIN = 1.0  # seconds after a step-down that did not land here
 MOVE_REQUEST_TIMEOUT = 1.0
-MOVE_PROBE_EVERY = 0.25  # a stream's leader is looked for again this often, unanswered
 
 
 class LeaderGathering:
@@ -81,7 +80,7 @@ class LeaderGathering:
                 outcome = await first_answer(
                     lambda: lead_stream_from(self._conn, stream, server, ask=False),
                     timeout=wait,
-                    every=MOVE_PROBE_EVERY,
+                    every=ASK_AGAIN_EVERY,
                 )
                 if outcome != "here" and ask:
                     outcome = await asyncio.wait_for(

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
+    ASK_AGAIN_EVERY,
     ConnectionClosed,
     Outgoing,
     Pipeline,
@@ -26,7 +27,6 @@ __all__ = ["ReplicatedMap"]
 
 WRITE_BUDGET = 10.0  # seconds of retries while the bucket elects a new leader
 RETRY_INTERVAL = 0.25
-PROBE_EVERY = 0.25  # load(): the leader is asked again this often while it does not answer
 _DELETE_HEADERS = {KV_OPERATION: DELETE}
 
 
@@ -65,7 +65,9 @@ class ReplicatedMap:
         newest = 0
         try:
             state = await first_answer(
-                lambda: stream_state(self._conn, name), timeout=leader_timeout, every=PROBE_EVERY
+                lambda: stream_state(self._conn, name),
+                timeout=leader_timeout,
+                every=ASK_AGAIN_EVERY,
             )
             async for sequence, headers, data in read_range(
                 self._conn, name, state.first_seq, state.last_seq

@@ -13,6 +13,7 @@ from typing import Any
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
+    ASK_AGAIN_EVERY,
     STREAM_NAME_IN_USE,
     STREAM_NOT_FOUND,
     api_failure,
@@ -36,7 +37,6 @@ __all__ = [
 ]
 
 DUPLICATE_WINDOW_NS = 120 * 10**9
-LEADER_PROBE_EVERY = 0.25  # seconds between two asks of a stream that may be electing
 # The configuration fields brought to the wanted ones when a stream exists already.
 _KEPT_FIELDS = (
     "max_msgs",
@@ -104,7 +104,7 @@ async def ensure_stream(
 
     After a serving node's death the stream's leader, JetStream's metadata leader, or both
     may be electing for 4-9 s. A create and a read are sent at once, again every
-    LEADER_PROBE_EVERY seconds for ``leader_timeout`` (a server just elected answers only
+    ASK_AGAIN_EVERY seconds for ``leader_timeout`` (a server just elected answers only
     what comes after its election), and the first answer that settles it is taken: for a
     stream that exists, only its leader's (see :func:`_create_or_read`)."""
     name = config["name"]
@@ -112,7 +112,7 @@ async def ensure_stream(
         kind, answer = await first_answer(
             lambda: _create_or_read(conn, config),
             timeout=leader_timeout,
-            every=LEADER_PROBE_EVERY,
+            every=ASK_AGAIN_EVERY,
         )
     except TimeoutError:
         raise StoreError(f"JetStream did not answer for stream {name} (create or info)") from None

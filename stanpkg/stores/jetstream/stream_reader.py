@@ -18,8 +18,10 @@ from typing import Any, NamedTuple
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.connection import (
     API_TIMEOUT,
+    ASK_AGAIN_EVERY,
     STREAM_NOT_FOUND,
     api_failure,
+    first_answer,
     js_api,
 )
 from stanpkg.transport.connection import NatsConnection, decode_headers
@@ -170,9 +172,12 @@ async def last_of_subject(
 ) -> LastMessage | None:
     """The last message of ``subject`` as the stream's leader has it (``STREAM.MSG.GET``,
     which only the leader answers: a direct get may come from a replica that is behind);
-    None when the subject has none."""
-    answer = await js_api(
-        conn, f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject}, timeout=timeout
+    None when the subject has none. Asked again while unanswered: at promotion the stream
+    may be electing, or moving its leader to this node (leader_moves.py)."""
+    answer = await first_answer(
+        lambda: js_api(conn, f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject}),
+        timeout=timeout,
+        every=ASK_AGAIN_EVERY,
     )
     error = answer.get("error")
     if error and error.get("err_code") == NO_MESSAGE:
