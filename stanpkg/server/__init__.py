@@ -1,7 +1,9 @@
 """The NATS Streaming server core.
 
 ``main.run(plan)`` runs the process; ``server.StreamingServer`` wires one NATS
-connection pair, a store (``stanpkg.stores.base``) and the handlers:
+connection pair, a store (``stanpkg.stores.base``) and the handlers, which
+``handlers.build_handlers`` builds together from what they share
+(``handler_context.HandlerContext``):
 
 * ``connect`` — connect, close and ping requests, duplicate client IDs;
 * ``heartbeats`` — server → client heartbeats;

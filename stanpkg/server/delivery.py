@@ -22,6 +22,7 @@ from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.log import Logger
 
 __all__ = ["Delivery", "DeliveryStats"]
@@ -44,10 +45,6 @@ _Ack = pb.Ack
 _EMPTY_DICT_KEPT = 1024  # bytes: a table for a few dozen entries is kept, a larger one goes
 
 
-def _always() -> bool:
-    return True
-
-
 class DeliveryStats:
     """Counters read by monitoring: every MsgProto sent, and how many were resends."""
 
@@ -60,17 +57,13 @@ class DeliveryStats:
 
 
 class Delivery:
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        publish: Publish,
-        publish_run: PublishRun,
-        log: Logger,
-    ) -> None:
-        self.loop = loop
-        self.publish = publish
-        self.publish_run = publish_run  # all or nothing: see NatsConnection.publish_run
-        self.log = log
+    def __init__(self, context: HandlerContext) -> None:
+        conn = context.conn  # messages go out on the general connection
+        self.loop: asyncio.AbstractEventLoop = context.loop
+        self.publish: Publish = conn.publish
+        # All or nothing: see NatsConnection.publish_run.
+        self.publish_run: PublishRun = conn.publish_run
+        self.log: Logger = context.log
         self.stats = DeliveryStats()
         # Subscriptions un-stalled by acks, fed once at the end of the read chunk: one
         # send pass for many acks instead of one per ack.
@@ -78,7 +71,7 @@ class Delivery:
         self._unreachable_reported: set[int] = set()
         # False while the server has lost NATS: a redelivery then could reach nobody, and
         # held in the connection's buffer one ack wait after another it would only grow.
-        self.nats_up: Callable[[], bool] = _always
+        self.nats_up: Callable[[], bool] = context.nats_up
 
     # -- new messages -----------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import MessageBatch, StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.plan.model import Plan
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.log import Logger
     from stanpkg.stores.base import Store
     from stanpkg.transport.connection import NatsConnection
@@ -72,22 +72,20 @@ _SCAN_PUB_MSG = is_compiled("stanpkg.server.wire")
 class PublishPipeline:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        plan: Plan,
-        log: Logger,
-        store: Store,
-        clients: ClientRegistry,
         channels: ChannelRegistry,
         delivery: Delivery,
-        conn: NatsConnection,
         partitioned: bool,
     ) -> None:
-        self.log = log
-        self.store = store
-        self.clients = clients
+        plan, log, store, clients = context.plan, context.log, context.store, context.clients
+        self.log: Logger = log
+        self.store: Store = store
+        self.clients: ClientRegistry = clients
         self.channels = channels
         self.delivery = delivery
-        self.conn = conn  # PubAcks and deliveries go out on the general connection
+        # PubAcks and deliveries go out on the general connection.
+        self.conn: NatsConnection = context.conn
         # Partitioning: a publish may overtake its client's connect (another server's).
         self.partitioned = partitioned
         self.in_msgs = 0

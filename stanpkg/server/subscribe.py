@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -20,14 +20,10 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
 if TYPE_CHECKING:
-    from stanpkg.plan.model import Plan
     from stanpkg.server.channels import ChannelRegistry
-    from stanpkg.server.clients import ClientRegistry
     from stanpkg.server.delivery import Delivery
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.host import ChannelPartitions
-    from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
-    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["SubscribeRequests", "start_last_sent"]
 
@@ -58,31 +54,24 @@ def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
 class SubscribeRequests:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        plan: Plan,
-        log: Logger,
-        clients: ClientRegistry,
         channels: ChannelRegistry,
         delivery: Delivery,
         partitions: ChannelPartitions | None,
-        control: SerialExecutor,
-        conn: NatsConnection,
-        acks_conn: NatsConnection,
-        ack_barrier: Callable[[], Awaitable[None]],
-        new_inbox: Callable[[], str],
         remove: Callable[[Subscription, bool], None],
     ) -> None:
-        self.replace_durable = plan.replace_durable
-        self.log = log
-        self.clients = clients
+        self.replace_durable = context.plan.replace_durable
+        self.log = context.log
+        self.clients = context.clients
         self.channels = channels
         self.delivery = delivery
         self.partitions = partitions
-        self.control = control
-        self.conn = conn
-        self.acks_conn = acks_conn  # where the subscriptions' ack inboxes are subscribed
-        self.ack_barrier = ack_barrier
-        self.new_inbox = new_inbox  # a subscription's ack inbox
+        self.control = context.control
+        self.conn = context.conn
+        self.acks_conn = context.acks_conn  # where the subscriptions' ack inboxes are subscribed
+        self.ack_barrier = context.ack_barrier
+        self.new_inbox = context.conn.new_inbox  # a subscription's ack inbox
         self.remove = remove  # unsubscribe.Removals.remove: a replaced durable leaves
 
     def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:
