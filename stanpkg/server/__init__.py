@@ -12,5 +12,5 @@ connection pair, a store (``stanpkg.stores.base``) and the handlers, which
 * ``delivery`` — sending, acks, redelivery, queue groups;
 * ``channels`` / ``clients`` / ``subscriptions`` — the in-memory state;
 * ``recovery`` — rebuilding that state from a store; ``partitioning`` — channel lists;
-* ``serial`` — request ordering; ``log`` — Go-format logging; ``wire`` — hand-built bytes.
+* ``serial_requests`` — request ordering; ``log`` — Go-format logging; ``wire`` — hand-built bytes.
 """

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.clients import Client, is_valid_client_id
 from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError
 
@@ -68,9 +68,9 @@ class ConnectionRequests:
     async def _connect(self, reply: str, payload: bytes) -> None:
         log = self.log
         try:
-            req = lenient.parse(pb.ConnectRequest, payload)
+            req = non_utf8_requests.parse(pb.ConnectRequest, payload)
         except DecodeError:
-            error = lenient.connect_error(payload)
+            error = non_utf8_requests.connect_error(payload)
             log.error(f"Received invalid client connect request: {error}")
             self._reply_connect_error(reply, error)
             return
@@ -171,10 +171,10 @@ class ConnectionRequests:
 
     async def _close(self, reply: str, payload: bytes) -> None:
         try:
-            req = lenient.parse(pb.CloseRequest, payload)
+            req = non_utf8_requests.parse(pb.CloseRequest, payload)
         except DecodeError:
             self.log.error("Received invalid close request")
-            self._reply_close(reply, lenient.close_error(payload))
+            self._reply_close(reply, non_utf8_requests.close_error(payload))
             return
         await self.ack_barrier()
         error = await self.close_client(req.clientID, None)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import lenient
+from stanpkg.server import non_utf8_requests
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.server.wire import ack_sequence, is_ctrl_msg, redelivered
 from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
@@ -280,7 +280,7 @@ class Delivery:
             ack = _Ack.FromString(payload)  # never reuse upb messages: their arenas only grow
         except DecodeError:
             try:
-                ack = lenient.parse(_Ack, payload)  # the rare slow path
+                ack = non_utf8_requests.parse(_Ack, payload)  # the rare slow path
             except DecodeError:
                 if not is_ctrl_msg(payload):
                     self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from stanpkg.plan.model import Plan
     from stanpkg.server.clients import ClientRegistry
     from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
+    from stanpkg.server.serial_requests import SerialExecutor
     from stanpkg.stores.base import Store
     from stanpkg.transport.connection import NatsConnection
 
@@ -39,7 +39,7 @@ class HandlerContext:
     store: Store
     loop: asyncio.AbstractEventLoop
     clients: ClientRegistry  # the server's: monitoring reads it too
-    control: SerialExecutor  # protocol requests, one at a time (serial.py)
+    control: SerialExecutor  # protocol requests, one at a time (serial_requests.py)
     # Two connections, as the reference: ``conn`` receives publishes and requests and
     # sends everything; ``acks_conn`` receives acks and the replies to the server's own
     # requests (heartbeats, duplicate probes), so a backlog of publishes never delays

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from stanpkg.hot_path import is_compiled
 from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.channels import Channel, ChannelError, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.delivery import Delivery
@@ -141,7 +141,7 @@ class PublishPipeline:
                 pm = _PubMsg.FromString(payload)
             except DecodeError:
                 try:
-                    pm = lenient.parse(_PubMsg, payload)  # the rare slow path
+                    pm = non_utf8_requests.parse(_PubMsg, payload)  # the rare slow path
                 except DecodeError:
                     self._undecodable(subject, reply, payload)
                     return
@@ -170,7 +170,7 @@ class PublishPipeline:
         self._wakeup.set()
 
     def _undecodable(self, subject: str, reply: str, payload: bytes) -> None:
-        refusal = lenient.refused_publish(payload)
+        refusal = non_utf8_requests.refused_publish(payload)
         if refusal is not None:  # a PubMsg for the reference: counted, refused
             self.in_msgs += 1
             self.in_bytes += len(payload)

@@ -2,7 +2,7 @@
 
 One :class:`StreamingServer` runs in one event loop on one NATS connection. Handlers are
 called synchronously by the connection's read loop; publishes are batched by
-:mod:`publish`, protocol requests serialized by :mod:`serial`, acknowledgements handled
+:mod:`publish`, protocol requests serialized by :mod:`serial_requests`, acknowledgements handled
 inline by :mod:`delivery`.
 
 :meth:`StreamingServer.start` builds the handlers as soon as its connections are open,
@@ -33,7 +33,7 @@ from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.kept_publishes import FORWARD_WITHIN, KeptPublishes
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.server.nats_link import NatsLink
-from stanpkg.server.serial import SerialExecutor
+from stanpkg.server.serial_requests import SerialExecutor
 from stanpkg.server.subscriptions import Subscription
 from stanpkg.stores.base import (
     HANDS_OVER,

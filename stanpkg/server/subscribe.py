@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.channels import Channel, ChannelError
 from stanpkg.server.clients import Client
 from stanpkg.server.sub_validation import request_error
@@ -90,11 +90,13 @@ class SubscribeRequests:
     async def _subscribe(self, reply: str, payload: bytes) -> None:
         log, clients = self.log, self.clients
         try:
-            req = lenient.parse(pb.SubscriptionRequest, payload)
+            req = non_utf8_requests.parse(pb.SubscriptionRequest, payload)
         except DecodeError:
             log.error("Received invalid subscription request")
             registered = clients.get
-            refusal = lenient.subscription_error(payload, lambda cid: registered(cid) is not None)
+            refusal = non_utf8_requests.subscription_error(
+                payload, lambda cid: registered(cid) is not None
+            )
             self._reply_error(reply, refusal)
             return
         error = self._validate(req)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.clients import Client
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.stores.base import StoreError
@@ -59,10 +59,13 @@ class Removals:
         log = self.log
         action = "unsub" if unsubscribe else "sub close"
         try:
-            req = lenient.parse(pb.UnsubscribeRequest, payload)
+            req = non_utf8_requests.parse(pb.UnsubscribeRequest, payload)
         except DecodeError:
             log.error(f"Invalid {action} request")
-            self._reply(reply, lenient.unsubscribe_error(payload, self._has_channel, self._has_sub))
+            self._reply(
+                reply,
+                non_utf8_requests.unsubscribe_error(payload, self._has_channel, self._has_sub),
+            )
             return
         if self.partitions is not None and not self.partitions.handles(req.subject):
             return  # another server of the partition answers
