@@ -58,8 +58,8 @@ from stanpkg.transport.tls import tls_context_from_options
 if TYPE_CHECKING:
     from stanpkg.monitor.service import MonitorServer
     from stanpkg.server.modes.base import ServingMode
+    from stanpkg.server.monitoring_views import ServerView
     from stanpkg.server.server import StreamingServer
-    from stanpkg.server.views import ServerView
 
 __all__ = [
     "GO_VERSION",
@@ -379,7 +379,7 @@ class _Node:
         if monitoring is not None:
             # Monitoring reads the server from its first request: built before NATS.
             from stanpkg.monitor.service import MonitorServer  # loads aiohttp: only if used
-            from stanpkg.server.views import ServerView
+            from stanpkg.server.monitoring_views import ServerView
 
             self.server = self._new_server(mode, server_id)
             self._view = ServerView(self.server)

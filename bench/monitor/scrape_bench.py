@@ -39,8 +39,8 @@ from stanpkg.plan.compile import compile_args
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
+from stanpkg.server.monitoring_views import ServerView
 from stanpkg.server.server import StreamingServer
-from stanpkg.server.views import ServerView
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.transport.connection import NatsConnection
 from stanpkg.transport.embedded import EmbeddedNatsConfig, EmbeddedNatsServer

@@ -9,8 +9,8 @@ and the embedded nats-server's own endpoints, on the ``-m``/``-ms`` port.
 * ``metrics`` — the Prometheus exposition (prometheus-nats-exporter names and labels);
 * ``pacing`` — what keeps big answers from stalling the server's event loop.
 
-Everything is read through ``stanpkg.server.views.ServerView`` at request time; nothing is
-counted per message for monitoring's sake.
+Everything is read through ``stanpkg.server.monitoring_views.ServerView`` at request
+time; nothing is counted per message for monitoring's sake.
 """
 
 from stanpkg.monitor.config import MonitorConfig, monitor_config

@@ -1,5 +1,5 @@
 """The JSON documents of ``/streaming/*``: keys, order and omissions as the reference's
-structs (monitoring.md §2-§5). Values come from :class:`stanpkg.server.views.ServerView`.
+structs (monitoring.md §2-§5). Values come from :class:`stanpkg.server.monitoring_views.ServerView`.
 
 Dicts are built in Go struct order (``go_json`` keeps insertion order); Go maps
 (``subscriptions`` by channel, per-channel limits) are inserted sorted by key.
@@ -15,7 +15,7 @@ from typing import Any
 from stanpkg.monitor.gojson import go_time, go_uptime
 from stanpkg.monitor.pacing import Pacer
 from stanpkg.plan.limits import Limits
-from stanpkg.server.views import ServerView, SubscriptionView
+from stanpkg.server.monitoring_views import ServerView, SubscriptionView
 
 try:
     import resource

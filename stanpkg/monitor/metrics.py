@@ -41,7 +41,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from stanpkg.monitor.gojson import go_time
 from stanpkg.monitor.pacing import Pacer
-from stanpkg.server.views import (
+from stanpkg.server.monitoring_views import (
     ChannelView,
     NatsLinkView,
     ServerTotals,

@@ -21,7 +21,7 @@ from stanpkg.monitor.gojson import go_atoi, go_json_pieces
 from stanpkg.monitor.pacing import gc_paused, release
 from stanpkg.monitor.proxy import NatsMonitorProxy
 from stanpkg.server.log import Logger
-from stanpkg.server.views import ServerView
+from stanpkg.server.monitoring_views import ServerView
 
 __all__ = ["MonitorApp", "plain_error"]
 

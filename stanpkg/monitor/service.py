@@ -24,7 +24,7 @@ from stanpkg.server.errors import StartupError
 
 if TYPE_CHECKING:
     from stanpkg.server.log import Logger
-    from stanpkg.server.views import ServerView
+    from stanpkg.server.monitoring_views import ServerView
 
 __all__ = ["MonitorConfig", "MonitorServer", "monitor_config"]
 

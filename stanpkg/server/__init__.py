@@ -1,7 +1,9 @@
 """The NATS Streaming server core.
 
 ``main.run(plan)`` runs the process; ``server.StreamingServer`` wires one NATS
-connection pair, a store (``stanpkg.stores.base``) and the handlers:
+connection pair, a store (``stanpkg.stores.base``) and the handlers, which
+``handlers.build_handlers`` builds together from what they share
+(``handler_context.HandlerContext``):
 
 * ``connect`` — connect, close and ping requests, duplicate client IDs;
 * ``heartbeats`` — server → client heartbeats;
@@ -10,5 +12,5 @@ connection pair, a store (``stanpkg.stores.base``) and the handlers:
 * ``delivery`` — sending, acks, redelivery, queue groups;
 * ``channels`` / ``clients`` / ``subscriptions`` — the in-memory state;
 * ``recovery`` — rebuilding that state from a store; ``partitioning`` — channel lists;
-* ``serial`` — request ordering; ``log`` — Go-format logging; ``wire`` — hand-built bytes.
+* ``serial_requests`` — request ordering; ``log`` — Go-format logging; ``wire`` — hand-built bytes.
 """

@@ -10,15 +10,13 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
-from stanpkg.server.clients import Client, ClientRegistry, is_valid_client_id
-from stanpkg.stores.base import ClientRecord, ServerInfo, Store, StoreError
+from stanpkg.server import errors, non_utf8_requests
+from stanpkg.server.clients import Client, is_valid_client_id
+from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError
 
 if TYPE_CHECKING:
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.host import HeartbeatControl
-    from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
-    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["ConnectionRequests"]
 
@@ -33,32 +31,30 @@ _PING_GONE = pb.PingResponse(error=errors.CLIENT_GONE).SerializeToString()
 class ConnectionRequests:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        log: Logger,
         info: ServerInfo,
-        ping_subject: str,
-        clients: ClientRegistry,
-        store: Store,
-        control: SerialExecutor,
-        conn: NatsConnection,
-        acks_conn: NatsConnection,
-        ack_barrier: Callable[[], Awaitable[None]],
         heartbeats: HeartbeatControl,
         close_client: Callable[[str, Client | None], Awaitable[str | None]],
     ) -> None:
-        self.log = log
-        self.info = info  # the subjects a connect is answered with (recovered, final)
-        self.ping_subject = ping_subject
-        self.clients = clients
-        self.store = store
-        self.control = control
-        self.conn = conn
-        self.acks_conn = acks_conn  # duplicate probes go out on the acks connection
-        self.ack_barrier = ack_barrier
+        self.log = context.log
+        self.clients = context.clients
+        self.store = context.store
+        self.control = context.control
+        self.conn = context.conn
+        self.acks_conn = context.acks_conn  # duplicate probes go out on the acks connection
+        self.ack_barrier = context.ack_barrier
         self.heartbeats = heartbeats
         self.close_client = close_client  # unsubscribe.Removals.close_client
+        self.answer_with(info)
         self._probing: set[str] = set()
         self._probe_tasks: set[asyncio.Task[None]] = set()
+
+    def answer_with(self, info: ServerInfo) -> None:
+        """The subjects a connect is answered with from now on: the server's, once
+        recovered (or adopted from a migration)."""
+        self.info = info
+        self.ping_subject = f"{info.discovery}.pings"
 
     # -- connect ----------------------------------------------------------------------
 
@@ -72,9 +68,9 @@ class ConnectionRequests:
     async def _connect(self, reply: str, payload: bytes) -> None:
         log = self.log
         try:
-            req = lenient.parse(pb.ConnectRequest, payload)
+            req = non_utf8_requests.parse(pb.ConnectRequest, payload)
         except DecodeError:
-            error = lenient.connect_error(payload)
+            error = non_utf8_requests.connect_error(payload)
             log.error(f"Received invalid client connect request: {error}")
             self._reply_connect_error(reply, error)
             return
@@ -175,10 +171,10 @@ class ConnectionRequests:
 
     async def _close(self, reply: str, payload: bytes) -> None:
         try:
-            req = lenient.parse(pb.CloseRequest, payload)
+            req = non_utf8_requests.parse(pb.CloseRequest, payload)
         except DecodeError:
             self.log.error("Received invalid close request")
-            self._reply_close(reply, lenient.close_error(payload))
+            self._reply_close(reply, non_utf8_requests.close_error(payload))
             return
         await self.ack_barrier()
         error = await self.close_client(req.clientID, None)

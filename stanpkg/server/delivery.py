@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, cast
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import lenient
+from stanpkg.server import non_utf8_requests
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.server.wire import ack_sequence, is_ctrl_msg, redelivered
 from stanpkg.transport.errors import BadSubjectError, MaxPayloadError
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.log import Logger
 
 __all__ = ["Delivery", "DeliveryStats"]
@@ -44,10 +45,6 @@ _Ack = pb.Ack
 _EMPTY_DICT_KEPT = 1024  # bytes: a table for a few dozen entries is kept, a larger one goes
 
 
-def _always() -> bool:
-    return True
-
-
 class DeliveryStats:
     """Counters read by monitoring: every MsgProto sent, and how many were resends."""
 
@@ -60,17 +57,13 @@ class DeliveryStats:
 
 
 class Delivery:
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        publish: Publish,
-        publish_run: PublishRun,
-        log: Logger,
-    ) -> None:
-        self.loop = loop
-        self.publish = publish
-        self.publish_run = publish_run  # all or nothing: see NatsConnection.publish_run
-        self.log = log
+    def __init__(self, context: HandlerContext) -> None:
+        conn = context.conn  # messages go out on the general connection
+        self.loop: asyncio.AbstractEventLoop = context.loop
+        self.publish: Publish = conn.publish
+        # All or nothing: see NatsConnection.publish_run.
+        self.publish_run: PublishRun = conn.publish_run
+        self.log: Logger = context.log
         self.stats = DeliveryStats()
         # Subscriptions un-stalled by acks, fed once at the end of the read chunk: one
         # send pass for many acks instead of one per ack.
@@ -78,7 +71,7 @@ class Delivery:
         self._unreachable_reported: set[int] = set()
         # False while the server has lost NATS: a redelivery then could reach nobody, and
         # held in the connection's buffer one ack wait after another it would only grow.
-        self.nats_up: Callable[[], bool] = _always
+        self.nats_up: Callable[[], bool] = context.nats_up
 
     # -- new messages -----------------------------------------------------------------
 
@@ -287,7 +280,7 @@ class Delivery:
             ack = _Ack.FromString(payload)  # never reuse upb messages: their arenas only grow
         except DecodeError:
             try:
-                ack = lenient.parse(_Ack, payload)  # the rare slow path
+                ack = non_utf8_requests.parse(_Ack, payload)  # the rare slow path
             except DecodeError:
                 if not is_ctrl_msg(payload):
                     self.log.error(f"Unable to decode ack on {sub.ack_inbox}: invalid payload")

@@ -17,13 +17,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from stanpkg.server.clients import Client, ClientRegistry
+from stanpkg.server.clients import Client
 
 if TYPE_CHECKING:
-    from stanpkg.plan.model import Plan
-    from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
-    from stanpkg.transport.connection import NatsConnection
+    from stanpkg.server.handler_context import HandlerContext
 
 __all__ = ["Heartbeats"]
 
@@ -31,26 +28,21 @@ __all__ = ["Heartbeats"]
 class Heartbeats:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        plan: Plan,
-        log: Logger,
-        clients: ClientRegistry,
-        control: SerialExecutor,
-        acks_conn: NatsConnection,
-        ack_barrier: Callable[[], Awaitable[None]],
         close_client: Callable[[str, Client | None], Awaitable[str | None]],
-        nats_up: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.log = log
-        self.clients = clients
-        self.control = control
-        self.acks_conn = acks_conn  # probes go out on the acks connection
-        self.ack_barrier = ack_barrier
+        plan = context.plan
+        self.log = context.log
+        self.clients = context.clients
+        self.control = context.control
+        self.acks_conn = context.acks_conn  # probes go out on the acks connection
+        self.ack_barrier = context.ack_barrier
         self.close_client = close_client  # unsubscribe.Removals.close_client
         self.interval = plan.hb_interval / 1e9
         self.timeout = plan.hb_timeout / 1e9
         self.fail_count = plan.hb_fail_count
-        self.nats_up = nats_up
+        self.nats_up = context.nats_up
 
     def start(self, client: Client, delay: float | None = None) -> None:
         loop = asyncio.get_running_loop()

@@ -1,13 +1,11 @@
 """The narrow Protocols between the server, its serving modes and its handlers.
 
 :class:`~stanpkg.server.server.StreamingServer` builds its handlers in ``start()``, once
-its two NATS connections are open, each with exactly the objects and bound methods it
-uses (``_build_core``: delivery, channel registry, partitions, publish pipeline, before
-the store is recovered; ``_build_requests``: removals, heartbeats, connections,
-subscriptions, once the recovered state is final). No handler holds the server or
-imports another handler: where one uses a sibling it is given the sibling's bound
-method, or the sibling typed as one of the Protocols below (``HeartbeatControl``,
-``ChannelPartitions``), so mypy holds it to that surface.
+its two NATS connections are open, all together (``handlers.py``): each gets the
+:class:`~stanpkg.server.handler_context.HandlerContext` they share and the siblings it
+uses. No handler holds the server or imports another handler: where one uses a sibling
+it is given the sibling's bound method, or the sibling typed as one of the Protocols
+below (``HeartbeatControl``, ``ChannelPartitions``), so mypy holds it to that surface.
 
 The serving modes (``modes/``) are the exception: they are given the server itself,
 typed as :class:`ModeHost`.
@@ -50,10 +48,14 @@ class ModeHost(Protocol):
     log: Logger
     store: Store
     info: ServerInfo
-    conn: NatsConnection
-    acks_conn: NatsConnection
     server_id: str
     on_standby: Callable[[], None] | None
+
+    @property
+    def conn(self) -> NatsConnection: ...
+
+    @property
+    def acks_conn(self) -> NatsConnection: ...
 
     def new_inbox(self) -> str: ...
 

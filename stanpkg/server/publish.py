@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from stanpkg.hot_path import is_compiled
 from stanpkg.plan.subjects import is_valid_channel_name
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.channels import Channel, ChannelError, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.delivery import Delivery
@@ -34,7 +34,7 @@ from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
 from stanpkg.stores.base import MessageBatch, StoreError
 
 if TYPE_CHECKING:
-    from stanpkg.plan.model import Plan
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.log import Logger
     from stanpkg.stores.base import Store
     from stanpkg.transport.connection import NatsConnection
@@ -72,22 +72,20 @@ _SCAN_PUB_MSG = is_compiled("stanpkg.server.wire")
 class PublishPipeline:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        plan: Plan,
-        log: Logger,
-        store: Store,
-        clients: ClientRegistry,
         channels: ChannelRegistry,
         delivery: Delivery,
-        conn: NatsConnection,
         partitioned: bool,
     ) -> None:
-        self.log = log
-        self.store = store
-        self.clients = clients
+        plan, log, store, clients = context.plan, context.log, context.store, context.clients
+        self.log: Logger = log
+        self.store: Store = store
+        self.clients: ClientRegistry = clients
         self.channels = channels
         self.delivery = delivery
-        self.conn = conn  # PubAcks and deliveries go out on the general connection
+        # PubAcks and deliveries go out on the general connection.
+        self.conn: NatsConnection = context.conn
         # Partitioning: a publish may overtake its client's connect (another server's).
         self.partitioned = partitioned
         self.in_msgs = 0
@@ -143,7 +141,7 @@ class PublishPipeline:
                 pm = _PubMsg.FromString(payload)
             except DecodeError:
                 try:
-                    pm = lenient.parse(_PubMsg, payload)  # the rare slow path
+                    pm = non_utf8_requests.parse(_PubMsg, payload)  # the rare slow path
                 except DecodeError:
                     self._undecodable(subject, reply, payload)
                     return
@@ -172,7 +170,7 @@ class PublishPipeline:
         self._wakeup.set()
 
     def _undecodable(self, subject: str, reply: str, payload: bytes) -> None:
-        refusal = lenient.refused_publish(payload)
+        refusal = non_utf8_requests.refused_publish(payload)
         if refusal is not None:  # a PubMsg for the reference: counted, refused
             self.in_msgs += 1
             self.in_bytes += len(payload)

@@ -2,13 +2,14 @@
 
 One :class:`StreamingServer` runs in one event loop on one NATS connection. Handlers are
 called synchronously by the connection's read loop; publishes are batched by
-:mod:`publish`, protocol requests serialized by :mod:`serial`, acknowledgements handled
+:mod:`publish`, protocol requests serialized by :mod:`serial_requests`, acknowledgements handled
 inline by :mod:`delivery`.
 
-The handlers are built by :meth:`StreamingServer.start`, once the connections are open,
-each given exactly what it uses (:mod:`host` says how, and how their cycles are broken):
-``_build_core`` before the store is recovered, ``_build_requests`` once the recovered
-state is final, just before the server listens.
+:meth:`StreamingServer.start` builds the handlers as soon as its connections are open,
+all together (:func:`~stanpkg.server.handlers.build_handlers`, from the
+:class:`~stanpkg.server.handler_context.HandlerContext` they share), and the server holds
+them as one value, :attr:`StreamingServer.handlers`: ``None`` until then, the whole set
+after. They are started once the store is recovered, just before the server listens.
 """
 
 from __future__ import annotations
@@ -23,23 +24,17 @@ from typing import TYPE_CHECKING
 
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.server import recovery
-from stanpkg.server.channels import Channel, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
-from stanpkg.server.connect import ConnectionRequests
-from stanpkg.server.delivery import Delivery
 from stanpkg.server.early import EarlyConnections, connection_policy, open_early
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
-from stanpkg.server.heartbeats import Heartbeats
+from stanpkg.server.handler_context import HandlerContext
+from stanpkg.server.handlers import Handlers, build_handlers
 from stanpkg.server.held_requests import HeldRequests
 from stanpkg.server.kept_publishes import FORWARD_WITHIN, KeptPublishes
 from stanpkg.server.modes.base import ServingMode
 from stanpkg.server.nats_link import NatsLink
-from stanpkg.server.partitioning import Partitions
-from stanpkg.server.publish import PublishPipeline
-from stanpkg.server.serial import SerialExecutor
-from stanpkg.server.subscribe import SubscribeRequests
+from stanpkg.server.serial_requests import SerialExecutor
 from stanpkg.server.subscriptions import Subscription
-from stanpkg.server.unsubscribe import Removals
 from stanpkg.stores.base import (
     HANDS_OVER,
     NATS_BACKED,
@@ -67,18 +62,6 @@ STOP_HAND_OVER_TIMEOUT = 10.0  # an upper bound: the store bounds each step itse
 
 def fresh_server_info(plan: Plan) -> ServerInfo:
     return ServerInfo.for_cluster(plan.cluster_id, plan.discover_prefix)
-
-
-async def _ack_barrier(acks_conn: NatsConnection) -> None:
-    """Process every ack that reached NATS before the request being handled, and have
-    NATS register every ack inbox subscribed before (a round trip on the acks
-    connection: NATS answers it after what it queued before)."""
-    with contextlib.suppress(NatsError, TimeoutError):
-        await acks_conn.flush(2.0)
-
-
-def _log_created(log: Logger, channel: Channel) -> None:
-    log.debug(f'Channel "{channel.name}" has been created')
 
 
 class StreamingServer:
@@ -109,8 +92,6 @@ class StreamingServer:
         self.start_monotonic = time.monotonic()
         self.info = fresh_server_info(plan)
         self.clients = ClientRegistry()
-        self.partitions: Partitions | None = None
-        self.control = SerialExecutor(log)
         self._sids: list[int] = []
         self._publish_sids: list[int] = []  # of them: kept through a hand-over
         self._recovered: list[Subscription] = []
@@ -120,23 +101,24 @@ class StreamingServer:
         self._store_banner_logged = not store_banner
         self.ready = False
         self.nats_link = NatsLink(self._all_connected)
-        # Set in start(): they need the running loop / the connection.
-        self.loop: asyncio.AbstractEventLoop
-        # Two connections, as the reference: ``conn`` receives publishes and requests and
-        # sends everything; ``acks_conn`` receives acks and the replies to the server's
-        # own requests (heartbeats, duplicate probes), so a backlog of publishes never
-        # delays them. ``ack_barrier`` restores the order between the two.
-        self.conn: NatsConnection
-        self.acks_conn: NatsConnection
-        # Built in start() (_build_core, _build_requests), with the connections; until
-        # then they are missing (monitoring's views and stop() check for them).
-        self.delivery: Delivery
-        self.channels: ChannelRegistry
-        self.publisher: PublishPipeline
-        self.removals: Removals
-        self.heartbeats: Heartbeats
-        self.connections: ConnectionRequests
-        self.subscriptions: SubscribeRequests
+        # Built by start() once the connections are open, all at once: until then None.
+        self.handlers: Handlers | None = None
+
+    def _built(self) -> Handlers:
+        """The handlers, for what runs only once start() has built them."""
+        if self.handlers is None:
+            raise RuntimeError("the streaming server has not been started")
+        return self.handlers
+
+    @property
+    def conn(self) -> NatsConnection:
+        """The general connection (:class:`HandlerContext` says what goes where)."""
+        return self._built().context.conn
+
+    @property
+    def acks_conn(self) -> NatsConnection:
+        """The acks connection."""
+        return self._built().context.acks_conn
 
     @property
     def state(self) -> str:
@@ -161,7 +143,6 @@ class StreamingServer:
         """Connect (or take over the connections ``early`` opened), recover, listen, and
         log the startup lines from "Recovering the state..." to "Streaming Server is
         ready". Raises :class:`StartupError`."""
-        self.loop = asyncio.get_running_loop()
         plan = self.plan
         if early is None:
             early = await open_early(
@@ -172,7 +153,8 @@ class StreamingServer:
                 log=self.log,
                 hold=False,
             )
-        self.conn, self.acks_conn, self._held = early.conn, early.acks_conn, early.held
+        self._held = early.held
+        handlers = self.handlers = self._build_handlers(early)
         early.relay.attach(
             {
                 "on_disconnected": self._on_disconnected,
@@ -191,139 +173,52 @@ class StreamingServer:
         except StoreError as exc:
             raise StartupError(str(exc)) from exc
         await self.mode.before_recovery(self)
-        self._build_core()
-        if self.partitions is not None:
-            self.partitions.listen()
-            await self.partitions.exchange()
+        partitions = handlers.partitions
+        if partitions is not None:
+            if not partitions.names:
+                raise StartupError(NO_CONFIGURED_CHANNEL)
+            partitions.listen()
+            await partitions.exchange()
         self.recover_state()
         await self.mode.before_listening(self)
-        self._build_requests()
-        self.control.start()
-        self.publisher.start()
+        handlers.context.control.start()
+        handlers.publisher.start()
         self._listen()
         if self._held is not None:
             # In the turn of _listen's subscriptions: the held connects come first.
             self._held.release()
             self._held = None
-        await self.conn.flush()
-        await self.acks_conn.flush()
+        await handlers.context.conn.flush()
+        await handlers.context.acks_conn.flush()
         self.log_store_banner()
         self.log.notice("Streaming Server is ready")
         self.ready = True
         for client in list(self.clients.by_id.values()):
-            self.heartbeats.start(client)
-        recovery.start_recovered(self.loop, self.delivery, self._recovered)
+            handlers.heartbeats.start(client)
+        recovery.start_recovered(handlers.context.loop, handlers.delivery, self._recovered)
         self._recovered = []
-        for channel in list(self.channels.channels.values()):
-            self.channels.arm_age_timer(channel)
-            self.channels.start_inactivity_timer(channel)
+        channels = handlers.channels
+        for channel in list(channels.channels.values()):
+            channels.arm_age_timer(channel)
+            channels.start_inactivity_timer(channel)
         # Everything recovered lives as long as the server: keep it out of the cyclic
         # collector's full passes (with 100k subscriptions each pass stalled the loop ~1 s).
         gc.freeze()
 
-    def _build_core(self) -> None:
-        """What the recovered state lives in and what stores into it, built once the mode
-        lets this server read the store: delivery (sends on ``conn``), the channel
-        registry, the partitions when partitioning, and the publish pipeline."""
-        plan, log, store, conn = self.plan, self.log, self.store, self.conn
-        delivery = self.delivery = Delivery(self.loop, conn.publish, conn.publish_run, log)
-        delivery.nats_up = self._nats_up
-        # The one cycle here: the registry hands a channel past max_inactivity to the
-        # publisher (which deletes it between two batches), and the publisher stores into
-        # the registry's channels. The registry comes first, with a callback reaching the
-        # publisher built below; its timers run only once the server serves.
-        publisher: PublishPipeline
-
-        def delete_between_batches(channel: Channel) -> None:
-            publisher.request_deletion(channel)
-
-        channels = self.channels = ChannelRegistry(
-            store,
-            self.loop,
-            delete_between_batches,
-            partial(_log_created, log),
-            on_readable=delivery.deliver_channel,
-        )
-        if plan.partitioning:
-            names = [channel.name for channel in plan.store_limits.channels]
-            if not names:
-                raise StartupError(NO_CONFIGURED_CHANNEL)
-            self.partitions = Partitions(
-                names,
-                cluster_id=plan.cluster_id,
-                server_id=self.server_id,
-                conn=conn,
-                fatal=self.fatal,
-            )
-        publisher = self.publisher = PublishPipeline(
-            plan=plan,
-            log=log,
-            store=store,
-            clients=self.clients,
-            channels=channels,
-            delivery=delivery,
-            conn=conn,
-            partitioned=self.partitions is not None,
-        )
-
-    def _build_requests(self) -> None:
-        """The handlers of client requests, built once the state they answer about is
-        final (a mode's before_listening may recover it again), in the order their
-        dependencies allow: removals closes clients for the heartbeats and connections
-        (heartbeats time them out, connections start their heartbeats: the closing is
-        Removals', so neither needs the other), subscriptions replace durables with it."""
-        plan, log, clients, control = self.plan, self.log, self.clients, self.control
-        conn, acks_conn = self.conn, self.acks_conn
-        barrier = partial(_ack_barrier, acks_conn)
-        removals = self.removals = Removals(
-            log=log,
-            clients=clients,
+    def _build_handlers(self, early: EarlyConnections) -> Handlers:
+        """Every handler, on the connections ``early`` opened; none started yet."""
+        context = HandlerContext(
+            plan=self.plan,
+            log=self.log,
             store=self.store,
-            channels=self.channels,
-            delivery=self.delivery,
-            partitions=self.partitions,
-            control=control,
-            conn=conn,
-            acks_conn=acks_conn,
-            ack_barrier=barrier,
-        )
-        heartbeats = self.heartbeats = Heartbeats(
-            plan=plan,
-            log=log,
-            clients=clients,
-            control=control,
-            acks_conn=acks_conn,
-            ack_barrier=barrier,
-            close_client=removals.close_client,
+            loop=asyncio.get_running_loop(),
+            clients=self.clients,
+            control=SerialExecutor(self.log),
+            conn=early.conn,
+            acks_conn=early.acks_conn,
             nats_up=self._nats_up,
         )
-        self.connections = ConnectionRequests(
-            log=log,
-            info=self.info,
-            ping_subject=self.ping_subject,
-            clients=clients,
-            store=self.store,
-            control=control,
-            conn=conn,
-            acks_conn=acks_conn,
-            ack_barrier=barrier,
-            heartbeats=heartbeats,
-            close_client=removals.close_client,
-        )
-        self.subscriptions = SubscribeRequests(
-            plan=plan,
-            log=log,
-            clients=clients,
-            channels=self.channels,
-            delivery=self.delivery,
-            partitions=self.partitions,
-            control=control,
-            conn=conn,
-            acks_conn=acks_conn,
-            ack_barrier=barrier,
-            new_inbox=conn.new_inbox,
-            remove=removals.remove,
-        )
+        return build_handlers(context, info=self.info, server_id=self.server_id, fatal=self.fatal)
 
     def recover_state(self, *, quiet: bool = False) -> None:
         """Rebuild clients, channels and subscriptions from the store. Run once at start;
@@ -350,26 +245,33 @@ class StreamingServer:
         if not info.sub_close:
             info.sub_close = f"_STAN.subclose.{info.cluster_id}"
             self.store.init(info)
-        self.info = info
-        self._recovered.extend(recovery.rebuild(self.clients, self.channels, state))
+        self._answer_with(info)
+        self._recovered.extend(recovery.rebuild(self.clients, self._built().channels, state))
         if not quiet:
             log.notice(f"Recovered {len(state.channels)} channel(s)")
 
+    def _answer_with(self, info: ServerInfo) -> None:
+        """The server's subjects from now on, those connects are answered with too."""
+        self.info = info
+        self._built().connections.answer_with(info)
+
     def _request_subjects(self, info: ServerInfo) -> list[tuple[str, MsgHandler]]:
         """The subjects clients send requests to under ``info``, with their handlers."""
-        publish = self.publisher.on_publish
-        if self.partitions is not None:
-            publishes = [(f"{info.publish}.{name}", publish) for name in self.partitions.names]
+        handlers = self._built()
+        publish, partitions = handlers.publisher.on_publish, handlers.partitions
+        if partitions is not None:
+            publishes = [(f"{info.publish}.{name}", publish) for name in partitions.names]
         else:
             publishes = [(f"{info.publish}.>", publish)]
+        connections, removals = handlers.connections, handlers.removals
         return [
-            (info.discovery, self.connections.on_connect),
+            (info.discovery, connections.on_connect),
             *publishes,
-            (info.subscribe, self.subscriptions.on_subscribe),
-            (info.unsubscribe, self.removals.on_unsubscribe),
-            (info.sub_close, self.removals.on_sub_close),
-            (info.close, self.connections.on_close),
-            (f"{info.discovery}.pings", self.connections.on_ping),
+            (info.subscribe, handlers.subscriptions.on_subscribe),
+            (info.unsubscribe, removals.on_unsubscribe),
+            (info.sub_close, removals.on_sub_close),
+            (info.close, connections.on_close),
+            (f"{info.discovery}.pings", connections.on_ping),
         ]
 
     def _adopt_subjects(self, info: ServerInfo) -> None:
@@ -384,46 +286,49 @@ class StreamingServer:
         for subject, handler in self._request_subjects(info):
             if subject not in answered:
                 self._subscribe_request(subject, handler)
-        self.info = self.connections.info = info
-        self.connections.ping_subject = self.ping_subject
+        self._answer_with(info)
         self._log_subjects()
 
     def adopt_state(self, state: RecoveredState) -> int:
         """Serve channels the store loaded while this server runs (a migration into a
         running cluster) as recovered ones: their clients registered and heartbeated,
         their subscriptions attached and started. The number of channels adopted."""
+        handlers = self._built()
+        channels, delivery = handlers.channels, handlers.delivery
         state = self.store.adopt(state)
         self._adopt_subjects(state.info)
         known = set(self.clients.by_id)
-        online = recovery.rebuild(self.clients, self.channels, state)
-        on_ack = self.delivery.on_ack
+        online = recovery.rebuild(self.clients, channels, state)
+        acks_conn, on_ack = handlers.context.acks_conn, delivery.on_ack
         for sub in online:
-            sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
+            sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
         for record in state.clients:
             client = self.clients.get(record.id)
             if client is not None and record.id not in known:
-                self.heartbeats.start(client)
-        recovery.start_recovered(self.loop, self.delivery, online)
+                handlers.heartbeats.start(client)
+        recovery.start_recovered(handlers.context.loop, delivery, online)
         for recovered in state.channels:
-            channel = self.channels.channels.get(recovered.store.name)
+            channel = channels.channels.get(recovered.store.name)
             if channel is not None:
-                self.channels.arm_age_timer(channel)
-                self.channels.start_inactivity_timer(channel)
+                channels.arm_age_timer(channel)
+                channels.start_inactivity_timer(channel)
         return len(state.channels)
 
     def _subscribe_request(self, subject: str, handler: MsgHandler) -> None:
+        handlers = self._built()
         if self._held is not None:  # the discover subject, held since the connections opened
             sid = self._held.subscribe(subject, handler)
         else:
-            sid = self.mode.subscribe_for_clients(self.conn, subject, handler)
+            sid = self.mode.subscribe_for_clients(handlers.context.conn, subject, handler)
         self._sids.append(sid)
-        if handler == self.publisher.on_publish:
+        if handler == handlers.publisher.on_publish:
             self._publish_sids.append(sid)
 
     def _listen(self) -> None:
         for subject, handler in self._request_subjects(self.info):
             self._subscribe_request(subject, handler)
-        acks_conn, on_ack = self.acks_conn, self.delivery.on_ack
+        handlers = self._built()
+        acks_conn, on_ack = handlers.context.acks_conn, handlers.delivery.on_ack
         for sub in self._recovered:
             sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
         self.mode.listening(self)
@@ -453,9 +358,12 @@ class StreamingServer:
 
     # -- connection events ------------------------------------------------------------
 
+    def _connections(self) -> tuple[NatsConnection, NatsConnection]:
+        context = self._built().context  # the callbacks below are attached once it is
+        return context.conn, context.acks_conn
+
     def _all_connected(self) -> bool:
-        conns = (getattr(self, "conn", None), getattr(self, "acks_conn", None))
-        return all(nc is not None and nc.is_connected for nc in conns)
+        return all(nc.is_connected for nc in self._connections())
 
     def _nats_up(self) -> bool:
         return self.nats_link.up
@@ -464,8 +372,8 @@ class StreamingServer:
         if self._stopping:
             return
         self.log.error("connection has been disconnected")
-        conns = (getattr(self, "conn", None), getattr(self, "acks_conn", None))
-        errors = [nc.last_error for nc in conns if nc is not None and nc.last_error is not None]
+        conns = self._connections()
+        errors = [nc.last_error for nc in conns if nc.last_error is not None]
         self.nats_link.lost(str(errors[0]) if errors else "")
 
     def _on_reconnected(self) -> None:
@@ -481,8 +389,9 @@ class StreamingServer:
         self.fatal(reason)
 
     def _on_discovered_servers(self) -> None:
-        if self.partitions is not None and self.ready:
-            self.partitions.on_topology_change()
+        partitions = self._built().partitions
+        if partitions is not None and self.ready:
+            partitions.on_topology_change()
 
     def fatal(self, reason: str) -> None:
         if self.on_fatal is not None:
@@ -511,11 +420,17 @@ class StreamingServer:
         self._stopping = True
         if not stepping_down:
             self.log.notice("Shutting down.")  # the reference's first stop line, word for word
-        conn = getattr(self, "conn", None)
-        kept = KeptPublishes(conn) if conn is not None else None
-        if self.ready and conn is not None and kept is not None and not conn.is_closed:
+        handlers = self.handlers
+        if handlers is None:  # start() did not get as far as opening the connections
+            await self.mode.stop()
+            await self._close_store()
+            return
+        context = handlers.context
+        conn = context.conn
+        kept = KeptPublishes(conn)
+        if self.ready and not conn.is_closed:
             if self.store.capability(HANDS_OVER) is None:
-                self._refuse_requests(conn)
+                self._refuse_requests(context)
             elif conn.is_connected:
                 # The round trip brings in everything NATS routed to us before it; the
                 # handlers stay in place until that work is finished. An upper bound
@@ -525,41 +440,30 @@ class StreamingServer:
             # Later publishes are kept for the node the store may hand over to: none is
             # acknowledged here once the store closes (kept_publishes.py).
             kept.keep(self._publish_sids)
-            await self.publisher.drain(STOP_DRAIN_TIMEOUT)  # ready: everything is built
+            await handlers.publisher.drain(STOP_DRAIN_TIMEOUT)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.control.drain(), STOP_DRAIN_TIMEOUT)
-        if conn is not None and not conn.is_closed:
+                await asyncio.wait_for(context.control.drain(), STOP_DRAIN_TIMEOUT)
+        if not conn.is_closed:
             for sid in self._sids:
-                if kept is None or sid not in kept:
+                if sid not in kept:
                     conn.unsubscribe(sid)
         self._sids.clear()
         await self.mode.stop()
-        if self.partitions is not None:
-            self.partitions.stop()
-        connections: ConnectionRequests | None = getattr(self, "connections", None)
-        if connections is not None:
-            await connections.close()
-        publisher: PublishPipeline | None = getattr(self, "publisher", None)
-        if publisher is not None:
-            await publisher.close()
-        await self.control.close()
+        await handlers.close()
+        await context.control.close()
         for client in list(self.clients.by_id.values()):
             client.stop_heartbeats()
-        if hasattr(self, "channels"):
-            for channel in self.channels.channels.values():
-                channel.cancel_timers()
-                for sub in channel.all_subscriptions():
-                    sub.cancel_ack_timer()
-                with contextlib.suppress(Exception):
-                    await channel.msgs.flush()
-                    await channel.subs_store.flush()
-        try:
-            self.store.close()
-        except StoreError as exc:
-            self.log.error(f"Error closing store: {exc}")
-        await self._hand_kept_over(kept)
-        for nc in (conn, getattr(self, "acks_conn", None)):
-            if nc is not None and not nc.is_closed:
+        for channel in handlers.channels.channels.values():
+            channel.cancel_timers()
+            for sub in channel.all_subscriptions():
+                sub.cancel_ack_timer()
+            with contextlib.suppress(Exception):
+                await channel.msgs.flush()
+                await channel.subs_store.flush()
+        successor = await self._close_store()
+        await self._hand_kept_over(kept, successor, conn)
+        for nc in (conn, context.acks_conn):
+            if not nc.is_closed:
                 # The last acknowledgements out; nothing to wait for with NATS gone.
                 if nc.is_connected:
                     with contextlib.suppress(NatsError, OSError, TimeoutError):
@@ -567,27 +471,36 @@ class StreamingServer:
                 with contextlib.suppress(NatsError, OSError):
                     await nc.close()
 
-    def _refuse_requests(self, conn: NatsConnection) -> None:
+    def _refuse_requests(self, context: HandlerContext) -> None:
         """No request is handled from now on: the request subjects are unsubscribed (what
         the connection has read but not handled yet is dropped with them; publishes go to
         KeptPublishes) and the protocol requests queued but not started are dropped.
         Their clients get no answer, so nothing they are told is lost."""
         for sid in self._sids:
             if sid not in self._publish_sids:
-                conn.unsubscribe(sid)
-        self.control.refuse_new()
+                context.conn.unsubscribe(sid)
+        context.control.refuse_new()
 
-    async def _hand_kept_over(self, kept: KeptPublishes | None) -> None:
-        """Once the store closed: the publishes kept while stopping go to the node it
-        handed the service over to, once that one listens; else nowhere."""
+    async def _close_store(self) -> str:
+        """Close the store; the node it handed the service over to, if it did (it bounds
+        each step of a hand-over itself), else ""."""
+        try:
+            self.store.close()
+        except StoreError as exc:
+            self.log.error(f"Error closing store: {exc}")
         handing = self.store.capability(HANDS_OVER)
         successor = ""
         if handing is not None:
             with contextlib.suppress(Exception):
                 successor = await asyncio.wait_for(handing.wait_closed(), STOP_HAND_OVER_TIMEOUT)
-        if kept is None:
-            return
-        if not successor or self.conn.is_closed:
+        return successor
+
+    async def _hand_kept_over(
+        self, kept: KeptPublishes, successor: str, conn: NatsConnection
+    ) -> None:
+        """Once the store closed: the publishes kept while stopping go to the node it
+        handed the service over to, once that one listens; else nowhere."""
+        if not successor or conn.is_closed:
             kept.drop()
             return
         waiting = len(kept)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.channels import Channel, ChannelError
 from stanpkg.server.clients import Client
 from stanpkg.server.sub_validation import request_error
@@ -20,14 +20,10 @@ from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
 if TYPE_CHECKING:
-    from stanpkg.plan.model import Plan
     from stanpkg.server.channels import ChannelRegistry
-    from stanpkg.server.clients import ClientRegistry
     from stanpkg.server.delivery import Delivery
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.host import ChannelPartitions
-    from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
-    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["SubscribeRequests", "start_last_sent"]
 
@@ -58,31 +54,24 @@ def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
 class SubscribeRequests:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        plan: Plan,
-        log: Logger,
-        clients: ClientRegistry,
         channels: ChannelRegistry,
         delivery: Delivery,
         partitions: ChannelPartitions | None,
-        control: SerialExecutor,
-        conn: NatsConnection,
-        acks_conn: NatsConnection,
-        ack_barrier: Callable[[], Awaitable[None]],
-        new_inbox: Callable[[], str],
         remove: Callable[[Subscription, bool], None],
     ) -> None:
-        self.replace_durable = plan.replace_durable
-        self.log = log
-        self.clients = clients
+        self.replace_durable = context.plan.replace_durable
+        self.log = context.log
+        self.clients = context.clients
         self.channels = channels
         self.delivery = delivery
         self.partitions = partitions
-        self.control = control
-        self.conn = conn
-        self.acks_conn = acks_conn  # where the subscriptions' ack inboxes are subscribed
-        self.ack_barrier = ack_barrier
-        self.new_inbox = new_inbox  # a subscription's ack inbox
+        self.control = context.control
+        self.conn = context.conn
+        self.acks_conn = context.acks_conn  # where the subscriptions' ack inboxes are subscribed
+        self.ack_barrier = context.ack_barrier
+        self.new_inbox = context.conn.new_inbox  # a subscription's ack inbox
         self.remove = remove  # unsubscribe.Removals.remove: a replaced durable leaves
 
     def on_subscribe(self, subject: str, reply: str, payload: bytes) -> None:
@@ -101,11 +90,13 @@ class SubscribeRequests:
     async def _subscribe(self, reply: str, payload: bytes) -> None:
         log, clients = self.log, self.clients
         try:
-            req = lenient.parse(pb.SubscriptionRequest, payload)
+            req = non_utf8_requests.parse(pb.SubscriptionRequest, payload)
         except DecodeError:
             log.error("Received invalid subscription request")
             registered = clients.get
-            refusal = lenient.subscription_error(payload, lambda cid: registered(cid) is not None)
+            refusal = non_utf8_requests.subscription_error(
+                payload, lambda cid: registered(cid) is not None
+            )
             self._reply_error(reply, refusal)
             return
         error = self._validate(req)

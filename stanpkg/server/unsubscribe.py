@@ -3,26 +3,21 @@ and closing a client, whose subscriptions all leave (protocol.md §4, §10, §11
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
-from stanpkg.server import errors, lenient
+from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.clients import Client
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.stores.base import StoreError
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import ChannelRegistry
-    from stanpkg.server.clients import ClientRegistry
     from stanpkg.server.delivery import Delivery
+    from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.host import ChannelPartitions
-    from stanpkg.server.log import Logger
-    from stanpkg.server.serial import SerialExecutor
-    from stanpkg.stores.base import Store
-    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Removals"]
 
@@ -30,28 +25,22 @@ __all__ = ["Removals"]
 class Removals:
     def __init__(
         self,
+        context: HandlerContext,
         *,
-        log: Logger,
-        clients: ClientRegistry,
-        store: Store,
         channels: ChannelRegistry,
         delivery: Delivery,
         partitions: ChannelPartitions | None,
-        control: SerialExecutor,
-        conn: NatsConnection,
-        acks_conn: NatsConnection,
-        ack_barrier: Callable[[], Awaitable[None]],
     ) -> None:
-        self.log = log
-        self.clients = clients
-        self.store = store
+        self.log = context.log
+        self.clients = context.clients
+        self.store = context.store
         self.channels = channels
         self.delivery = delivery
         self.partitions = partitions
-        self.control = control
-        self.conn = conn
-        self.acks_conn = acks_conn  # where the subscriptions' ack inboxes are subscribed
-        self.ack_barrier = ack_barrier
+        self.control = context.control
+        self.conn = context.conn
+        self.acks_conn = context.acks_conn  # where the subscriptions' ack inboxes are subscribed
+        self.ack_barrier = context.ack_barrier
 
     # -- requests ---------------------------------------------------------------------
 
@@ -70,10 +59,13 @@ class Removals:
         log = self.log
         action = "unsub" if unsubscribe else "sub close"
         try:
-            req = lenient.parse(pb.UnsubscribeRequest, payload)
+            req = non_utf8_requests.parse(pb.UnsubscribeRequest, payload)
         except DecodeError:
             log.error(f"Invalid {action} request")
-            self._reply(reply, lenient.unsubscribe_error(payload, self._has_channel, self._has_sub))
+            self._reply(
+                reply,
+                non_utf8_requests.unsubscribe_error(payload, self._has_channel, self._has_sub),
+            )
             return
         if self.partitions is not None and not self.partitions.handles(req.subject):
             return  # another server of the partition answers

@@ -53,11 +53,11 @@ from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors
 from stanpkg.server.clients import is_valid_client_id
 from stanpkg.server.identity import STAN_VERSION
-from stanpkg.server.lenient import twin_message
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import mode_for
+from stanpkg.server.monitoring_views import ServerView
+from stanpkg.server.non_utf8_requests import twin_message
 from stanpkg.server.server import StreamingServer
-from stanpkg.server.views import ServerView
 from stanpkg.server.wire import is_ctrl_msg
 from stanpkg.stores.base import TOO_MANY_CHANNELS
 from stanpkg.stores.memory import MemoryStore

@@ -22,8 +22,8 @@ import pytest
 from stanpkg.monitor.service import MonitorConfig, MonitorServer
 from stanpkg.node import GO_VERSION, VERSION
 from stanpkg.plan.model import Plan
+from stanpkg.server.monitoring_views import ServerView
 from stanpkg.server.server import StreamingServer
-from stanpkg.server.views import ServerView
 from tests.log_lines import LineReadingProcess
 from tests.server.conftest import (  # noqa: F401 - fixtures and the async-test hook
     ROOT,

@@ -121,7 +121,7 @@ async def test_scraper_hanging_up_is_no_error(nats_url: str) -> None:
     plan = make_plan("-mc", "0")
     async with running(plan, nats_url, debug=True) as (server, log):
         for index in range(20_000):  # ~20 MB of metrics: more than the socket buffers
-            server.channels.lookup_or_create(f"channel.{index}")
+            server.handlers.channels.lookup_or_create(f"channel.{index}")
         monitor = monitor_of(server)
         await monitor.start()
         try:

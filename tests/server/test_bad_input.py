@@ -100,7 +100,7 @@ async def test_oversized_and_empty_payloads(nats_url: str) -> None:
         await client.publish("big", b"")  # empty payload: data absent in the MsgProto
         got = await sub.collect(2)
         assert got[0].data == big and got[1].data == b""
-        assert server.channels.get("big").msgs.last_sequence == 2  # type: ignore[union-attr]
+        assert server.handlers.channels.get("big").msgs.last_sequence == 2  # type: ignore[union-attr]
         await client.close()
 
 
@@ -121,7 +121,7 @@ async def test_message_too_big_to_deliver_does_not_wedge(nats_url: str) -> None:
         await client.publish("b", b"small")
         assert (await sub.next()).data == b"small"
         assert log.contains("too large")
-        assert server.channels.get("b").msgs.last_sequence == 2  # type: ignore[union-attr]
+        assert server.handlers.channels.get("b").msgs.last_sequence == 2  # type: ignore[union-attr]
         await client.close()
 
 

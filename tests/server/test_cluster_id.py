@@ -95,8 +95,14 @@ async def test_partitioned_servers_share_the_work(nats_url: str, tmp_path: Path)
         await client.publish("bar.baz", b"for b")
         assert (await sub_foo.next()).data == b"for a"
         assert (await sub_bar.next()).data == b"for b"
-        assert a.channels.get("foo") is not None and a.channels.get("bar.baz") is None
-        assert b.channels.get("bar.baz") is not None and b.channels.get("foo") is None
+        assert (
+            a.handlers.channels.get("foo") is not None
+            and a.handlers.channels.get("bar.baz") is None
+        )
+        assert (
+            b.handlers.channels.get("bar.baz") is not None
+            and b.handlers.channels.get("foo") is None
+        )
         # Channels nobody serves: no reply at all.
         req = pb.SubscriptionRequest(
             clientID="c", subject="other", inbox="i", maxInFlight=1, ackWaitInSecs=1
@@ -129,7 +135,7 @@ async def test_partitioned_publish_waits_for_connect(nats_url: str, tmp_path: Pa
         client = await StanClient.connect(nats_url, cid, "late", protocol=0, nc=nc)
         msg = await sub.next_msg(timeout=2)
         assert pb.PubAck.FromString(msg.data).error == ""
-        assert server.channels.get("foo").msgs.last_sequence == 1  # type: ignore[union-attr]
+        assert server.handlers.channels.get("foo").msgs.last_sequence == 1  # type: ignore[union-attr]
         await client.close()
 
 

@@ -96,7 +96,7 @@ async def test_duplicate_client_dead_is_replaced(nats_url: str) -> None:
         assert server.clients.get("dup") is not None
         assert server.clients.get("dup").conn_id == second.conn_id  # type: ignore[union-attr]
         # The old client's plain subscription was removed with it.
-        assert not server.channels.get("foo").plain  # type: ignore[union-attr]
+        assert not server.handlers.channels.get("foo").plain  # type: ignore[union-attr]
         # The old connID is no longer valid for publishing or pinging.
         ack = await first.raw_publish(first.pub_msg("foo", b"x"))
         assert ack.error == "stan: invalid publish request"

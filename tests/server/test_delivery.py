@@ -93,7 +93,7 @@ async def test_bad_acks_are_dropped(nats_url: str) -> None:
         )
         await nats_flush(client.nc)
         await asyncio.sleep(0.05)
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None and list(channel.plain[0].pending) == [1]
         await sub.ack(1)
         await client.publish("foo", b"y")
@@ -154,7 +154,7 @@ async def test_queue_redelivery_may_go_to_another_member(nats_url: str) -> None:
         msg = await fast.next(timeout=3)
         assert (msg.sequence, msg.redelivered) == (1, True)
         await asyncio.sleep(0.1)
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         group = channel.groups["q"]
         assert all(not m.pending for m in group.members)  # implicit ack on `slow`
@@ -171,7 +171,7 @@ async def test_durable_queue_group_shadow(nats_url: str) -> None:
         await a.ack(got[0])
         await asyncio.sleep(0.05)
         await a.close()  # last member closes: the group survives as a shadow
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         group = channel.groups["d:q"]
         assert group.shadow is not None and group.shadow.record.client_id == ""
@@ -196,7 +196,7 @@ async def test_connection_close_effects_per_kind(nats_url: str) -> None:
         await client.subscribe("foo", queue="q")
         await client.subscribe("foo", queue="dq", durable="d")
         await client.close()
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         assert channel.plain == []
         assert list(channel.durables) == ["c-foo-dur"]
@@ -241,7 +241,7 @@ async def test_first_acks_reach_a_registered_ack_inbox(nats_url: str) -> None:
         sub = await client.subscribe("foo", start=pb.First, ack_wait=1)
         assert [m.sequence for m in await sub.collect(3)] == [1, 2, 3]
         await sub.assert_nothing(1.5)
-        channel = server.channels.channels["foo"]
+        channel = server.handlers.channels.channels["foo"]
         assert all(not s.pending for s in channel.plain)
         await client.close()
 
@@ -283,7 +283,7 @@ async def test_an_emptied_pending_map_gives_its_memory_back(nats_url: str) -> No
         await asyncio.gather(*[await client.publish_async("foo", b"x") for _ in range(300)])
         sub = await client.subscribe("foo", start=pb.First, manual_acks=True)
         got = await sub.collect(300)
-        (server_sub,) = server.channels.channels["foo"].plain
+        (server_sub,) = server.handlers.channels.channels["foo"].plain
         assert len(server_sub.pending) == 300
         for msg in got:
             await sub.ack(msg)

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.server.fault_tolerance import decode_go_time, encode_go_time, ft_subject
+from stanpkg.server.modes.ft_election import decode_go_time, encode_go_time, ft_subject
 from tests.server.conftest import new_cluster_id
 from tests.server.stan_client import StanClient
 from tests.stores.file.helpers import ServerProcess, free_port

@@ -34,7 +34,7 @@ async def test_dead_client_is_closed_after_fail_count(nats_url: str) -> None:
         await asyncio.sleep(1.0)
         assert server.clients.get("dead") is None
         assert log.contains("[Client:dead] Timed out on heartbeats")
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         assert channel.plain == []
         assert channel.durables["dead-foo-dur"].record.is_closed
@@ -55,7 +55,7 @@ async def test_failed_heartbeats_pause_redelivery_and_ping_clears(nats_url: str)
         await sub.next()
         client.answer_heartbeats = False
         await asyncio.sleep(0.5)
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None and channel.plain[0].hb_failed
         # No redelivery to a plain subscription while its client misses heartbeats.
         await sub.assert_nothing(1.2)

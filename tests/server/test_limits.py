@@ -16,7 +16,7 @@ async def test_max_msgs_drops_oldest(nats_url: str) -> None:
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         for i in range(5):
             await client.publish("foo", f"{i}".encode())
-        msgs = server.channels.get("foo").msgs  # type: ignore[union-attr]
+        msgs = server.handlers.channels.get("foo").msgs  # type: ignore[union-attr]
         assert (msgs.first_sequence, msgs.last_sequence, msgs.state()[0]) == (3, 5, 3)
         assert log.contains('Reached limits for store "foo" (msgs=4/3')
         sub = await client.subscribe("foo", start=pb.First)
@@ -30,7 +30,7 @@ async def test_max_bytes_drops_oldest_keeps_newest(nats_url: str) -> None:
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         for _ in range(4):
             await client.publish("foo", b"x" * 100)
-        msgs = server.channels.get("foo").msgs  # type: ignore[union-attr]
+        msgs = server.handlers.channels.get("foo").msgs  # type: ignore[union-attr]
         count, size = msgs.state()
         assert count == 2 and size <= 300 and msgs.last_sequence == 4
         await client.publish("foo", b"y" * 1000)  # alone above the limit: still stored
@@ -45,7 +45,7 @@ async def test_max_age_expires_messages(nats_url: str) -> None:
         await client.publish("foo", b"old")
         await asyncio.sleep(0.3)
         await client.publish("foo", b"newer")
-        msgs = server.channels.get("foo").msgs  # type: ignore[union-attr]
+        msgs = server.handlers.channels.get("foo").msgs  # type: ignore[union-attr]
         await asyncio.sleep(0.35)
         assert (msgs.first_sequence, msgs.state()[0]) == (2, 1)
         await asyncio.sleep(0.35)
@@ -69,7 +69,7 @@ async def test_pending_message_removed_by_limits_is_acked_on_redelivery(nats_url
         await sub.next()
         again = await sub.next(timeout=2.5)
         assert (again.sequence, again.redelivered) == (2, True)
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None and list(channel.plain[0].pending) == [2]
         await client.close()
 
@@ -83,8 +83,8 @@ async def test_per_channel_limits_from_config(nats_url: str, tmp_path: Path) -> 
         for _ in range(5):
             await client.publish("small.one", b"x")
             await client.publish("big", b"x")
-        assert server.channels.get("small.one").msgs.state()[0] == 2  # type: ignore[union-attr]
-        assert server.channels.get("big").msgs.state()[0] == 5  # type: ignore[union-attr]
+        assert server.handlers.channels.get("small.one").msgs.state()[0] == 2  # type: ignore[union-attr]
+        assert server.handlers.channels.get("big").msgs.state()[0] == 5  # type: ignore[union-attr]
         await client.close()
 
 
@@ -98,17 +98,17 @@ async def test_max_inactivity_deletes_idle_channels(nats_url: str) -> None:
         await asyncio.sleep(0.25)
         await client.publish("idle", b"activity pushes the deadline")
         await asyncio.sleep(0.25)
-        assert server.channels.get("idle") is not None
+        assert server.handlers.channels.get("idle") is not None
         await asyncio.sleep(0.4)
-        assert server.channels.get("idle") is None
+        assert server.handlers.channels.get("idle") is None
         assert log.contains('Channel "idle" has been deleted')
-        assert server.channels.get("busy") is not None  # active subscription
+        assert server.handlers.channels.get("busy") is not None  # active subscription
         await sub.unsubscribe()
         await client.close()  # the durable goes offline: it does not keep the channel
         await asyncio.sleep(0.7)
-        assert server.channels.get("busy") is None
+        assert server.handlers.channels.get("busy") is None
         # Publishing again creates a fresh channel starting at sequence 1.
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         await client.publish("idle", b"y")
-        assert server.channels.get("idle").msgs.last_sequence == 1  # type: ignore[union-attr]
+        assert server.handlers.channels.get("idle").msgs.last_sequence == 1  # type: ignore[union-attr]
         await client.close()

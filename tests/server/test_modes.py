@@ -12,6 +12,7 @@ import pytest
 from stanpkg.server.log import Logger
 from stanpkg.server.modes import Clustered, FaultTolerant, ServingMode, Standalone, mode_for
 from stanpkg.server.server import StreamingServer
+from stanpkg.stores.base import RecoveredState
 from stanpkg.stores.encryption import EncryptingStore
 from stanpkg.stores.factory import create_store
 from stanpkg.stores.jetstream.store import ClusteredStore
@@ -36,6 +37,16 @@ def test_the_plan_picks_the_mode(
     assert mode.state_name == state
 
 
+class _NotingStore(MemoryStore):
+    """A memory store that notes whether the server has read it."""
+
+    read = False
+
+    def recover(self) -> RecoveredState | None:
+        self.read = True
+        return super().recover()
+
+
 class _Recording(ServingMode):
     """Notes what the server has done when each hook runs."""
 
@@ -47,7 +58,8 @@ class _Recording(ServingMode):
         return "RECORDING"
 
     def _note(self, hook: str, server: StreamingServer) -> None:
-        self.seen.append((hook, hasattr(server, "channels"), server.ready))
+        store = server.store
+        self.seen.append((hook, isinstance(store, _NotingStore) and store.read, server.ready))
 
     async def before_recovery(self, server: StreamingServer) -> None:
         self._note("before_recovery", server)
@@ -63,7 +75,7 @@ async def test_the_server_calls_the_hooks_in_order(nats_url: str) -> None:
     plan = make_plan()
     log = Logger(stream=LogCapture(), debug=False, trace=False)
     mode = _Recording()
-    server = StreamingServer(plan, MemoryStore(plan.store_limits, log), log, mode=mode)
+    server = StreamingServer(plan, _NotingStore(plan.store_limits, log), log, mode=mode)
     await server.start(NatsEndpoint(nats_url))
     assert server.state == "RECORDING"
     await server.stop()

@@ -50,7 +50,7 @@ async def test_publish_subscribe(nats_url: str, node_modules: Path) -> None:
     plan = make_plan()
     async with running(plan, nats_url) as (server, _):
         result = await run_scenario("pubsub", nats_url, plan.cluster_id, count=500)
-        assert server.publisher.in_msgs == 500
+        assert server.handlers.publisher.in_msgs == 500
     assert result["guids"] == 500
     assert result["seqs"] == list(range(1, 501))
     assert sorted(result["data"]) == sorted(f"n{i}" for i in range(500))

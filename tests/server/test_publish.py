@@ -27,8 +27,8 @@ async def test_publish_stores_and_delivers_in_order(nats_url: str) -> None:
         assert all(m.subject == "foo" and not m.redelivered for m in msgs)
         stamps = [m.timestamp for m in msgs]
         assert stamps == sorted(stamps) and stamps[0] >= before
-        assert server.channels.get("foo").msgs.state()[0] == 5  # type: ignore[union-attr]
-        assert server.publisher.in_msgs == 5
+        assert server.handlers.channels.get("foo").msgs.state()[0] == 5  # type: ignore[union-attr]
+        assert server.handlers.publisher.in_msgs == 5
         await client.close()
 
 
@@ -40,8 +40,8 @@ async def test_channel_comes_from_pubmsg_subject(nats_url: str) -> None:
             client.pub_msg("bar", b"x"), subject=f"{client.resp.pubPrefix}.whatever"
         )
         assert ack.error == ""
-        assert server.channels.get("bar") is not None
-        assert server.channels.get("whatever") is None
+        assert server.handlers.channels.get("bar") is not None
+        assert server.handlers.channels.get("whatever") is None
         await client.close()
 
 
@@ -82,7 +82,7 @@ async def test_unusual_but_valid_channel_names(nats_url: str) -> None:
         client = await StanClient.connect(nats_url, plan.cluster_id, "pub")
         for name in ("a.b.c", "dash-ed_under", "ünïcode", "x" * 200):
             await client.publish(name, b"x")
-            assert server.channels.get(name) is not None
+            assert server.handlers.channels.get(name) is not None
         await client.close()
 
 
@@ -130,7 +130,7 @@ async def test_no_dedup_by_guid_and_sequences_continue(nats_url: str) -> None:
         pm = client.pub_msg("foo", b"same", guid="same-guid")
         for _ in range(3):
             assert (await client.raw_publish(pm)).guid == "same-guid"
-        msgs = server.channels.get("foo").msgs  # type: ignore[union-attr]
+        msgs = server.handlers.channels.get("foo").msgs  # type: ignore[union-attr]
         assert (msgs.first_sequence, msgs.last_sequence) == (1, 3)
         await client.close()
 
@@ -142,7 +142,7 @@ async def test_publish_without_reply_is_stored(nats_url: str) -> None:
         pm = client.pub_msg("noreply", b"x")
         await client.nc.publish(f"{client.resp.pubPrefix}.noreply", pm.SerializeToString())
         await client.publish("noreply", b"y")  # acked after the first was stored
-        assert server.channels.get("noreply").msgs.last_sequence == 2  # type: ignore[union-attr]
+        assert server.handlers.channels.get("noreply").msgs.last_sequence == 2  # type: ignore[union-attr]
         await client.close()
 
 
@@ -167,11 +167,11 @@ async def test_queued_publishes_are_processed_in_the_turn_that_finds_them(nats_u
     async with running(plan, nats_url) as (server, _):
         client = await StanClient.connect(nats_url, plan.cluster_id, "pub")
         await client.publish("foo", b"first")  # the channel exists, the pipeline is idle
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         for i in range(12):  # three batches, queued as one read of the NATS socket would
             pm = client.pub_msg("foo", f"m{i}".encode())
-            server.publisher.on_publish("ignored", "", pm.SerializeToString())
+            server.handlers.publisher.on_publish("ignored", "", pm.SerializeToString())
         # The pipeline was woken first: this runs right after its turn.
         after_its_turn = asyncio.get_running_loop().create_future()
         after_its_turn.get_loop().call_soon(

@@ -142,7 +142,7 @@ async def test_recovered_clients_and_subscriptions(nats_url: str) -> None:
             (3, True, 1),
             (4, False, 0),
         ]
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         assert channel.by_ack_inbox["_INBOX.ackplain"].id == plain.id
         # The stored ack inbox works.

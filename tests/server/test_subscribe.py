@@ -122,7 +122,7 @@ async def test_durable_resume_keeps_position_and_redelivers_pending(nats_url: st
         await sub.ack(msgs[1])
         await asyncio.sleep(0.05)
         await sub.close()
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None
         (durable,) = channel.durables.values()
         assert durable.record.is_closed and durable.record.client_id == "c"
@@ -169,7 +169,7 @@ async def test_replace_durable(nats_url: str) -> None:
         client = await StanClient.connect(nats_url, plan.cluster_id, "c")
         first = await client.subscribe("foo", durable="dur")
         second = await client.subscribe("foo", durable="dur")
-        channel = server.channels.get("foo")
+        channel = server.handlers.channels.get("foo")
         assert channel is not None and len(channel.plain) == 1
         assert channel.plain[0].ack_inbox == second.ack_inbox != first.ack_inbox
         await client.publish("foo", b"x")

@@ -35,7 +35,7 @@ async def test_publish_subscribe_with_pings(nats_url: str, c_client: CClient) ->
     plan = make_plan()
     async with running(plan, nats_url) as (server, _):
         result = await c_client.run("pubsub", nats_url, plan.cluster_id)
-        assert server.publisher.in_msgs == 100
+        assert server.handlers.publisher.in_msgs == 100
     # 50 PublishAsync calls: each ack handler called once, no error, 50 distinct guids
     assert result["acks"] == {
         "count": 50,

@@ -24,7 +24,7 @@ async def test_publish_and_subscribe(nats_url: str, stan_python: Path) -> None:
     plan = make_plan()
     async with running(plan, nats_url) as (server, _):
         result = await run_scenario(stan_python, "pubsub", nats_url, plan.cluster_id)
-        assert server.publisher.in_msgs == 100
+        assert server.handlers.publisher.in_msgs == 100
     sync_acks, async_acks = result["sync_acks"], result["async_acks"]
     assert [ack["error"] for ack in sync_acks + async_acks] == [""] * 100
     guids = {ack["guid"] for ack in sync_acks + async_acks}

@@ -1,4 +1,5 @@
-"""Fault-tolerant mode, ``ft_group`` (internal-protocol.md §3).
+"""Which server of a fault-tolerant group (``ft_group``) is active: the election the
+fault-tolerant mode (``fault_tolerant.py``) waits on (internal-protocol.md §3).
 
 Servers of one FT group share a FILE directory or SQL database; the one holding the
 store's exclusive lock is active, the others stand by. The active one publishes a
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEARTBEAT_INTERVAL",
     "MISSED_INTERVAL",
-    "FaultTolerance",
+    "FtElection",
     "decode_go_time",
     "encode_go_time",
     "ft_subject",
@@ -77,7 +78,7 @@ def _jittered(interval: float) -> float:
     return interval * (1 + random.uniform(-JITTER, JITTER))
 
 
-class FaultTolerance:
+class FtElection:
     """Stand by until the store lock is ours, then heartbeat and watch for a rival."""
 
     def __init__(

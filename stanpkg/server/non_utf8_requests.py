@@ -36,7 +36,7 @@ __all__ = [
     "unsubscribe_error",
 ]
 
-_PACKAGE = "stanpkg_lenient"
+_PACKAGE = "stanpkg_non_utf8"
 _M = TypeVar("_M", bound=Message)
 
 

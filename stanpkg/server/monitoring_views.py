@@ -16,8 +16,6 @@ from stanpkg.stores.base import REPLICATED, StandbyChannel, StandbyState, Standb
 
 if TYPE_CHECKING:
     from stanpkg.server.channels import Channel, ChannelRegistry
-    from stanpkg.server.delivery import Delivery
-    from stanpkg.server.publish import PublishPipeline
     from stanpkg.server.server import StreamingServer
     from stanpkg.server.subscriptions import QueueGroup, Subscription
 
@@ -322,9 +320,9 @@ class ServerView:
     # -- channels -------------------------------------------------------------------
 
     def _registry(self) -> ChannelRegistry | None:
-        # Created by start(): a request may come in while the server is recovering.
-        registry: ChannelRegistry | None = getattr(self._server, "channels", None)
-        return registry
+        # Built by start(): a request may come in while the server connects.
+        handlers = self._server.handlers
+        return handlers.channels if handlers is not None else None
 
     def channel_names(self) -> list[str]:
         """Sorted byte-wise (code point order is UTF-8 byte order)."""
@@ -409,10 +407,10 @@ class ServerView:
                 msgs += stored
                 size += nbytes
                 subs += _count_subscriptions(channel)
-        # Built by start(): a request may come in while the server connects or stands by.
-        publisher: PublishPipeline | None = getattr(server, "publisher", None)
-        delivery: Delivery | None = getattr(server, "delivery", None)
-        stats = delivery.stats if delivery is not None else None
+        # Built by start(): a request may come in while the server connects.
+        handlers = server.handlers
+        publisher = handlers.publisher if handlers is not None else None
+        stats = handlers.delivery.stats if handlers is not None else None
         return ServerTotals(
             clients=clients,
             subscriptions=subs,
