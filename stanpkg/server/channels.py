@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 
 from stanpkg.plan.limits import Limits
 from stanpkg.server import errors
 from stanpkg.server.subscriptions import QueueGroup, Subscription
 from stanpkg.server.wire import ack_prefix
-from stanpkg.stores.base import ChannelStore, Store, StoreError
+from stanpkg.stores.base import BEGINS_FLUSH, DEDUPLICATES, ChannelStore, Store, StoreError
 
 __all__ = ["Channel", "ChannelError", "ChannelRegistry"]
 
@@ -30,8 +30,10 @@ class Channel:
     __slots__ = (
         "ack_prefix",
         "age_timer",
+        "begin_flush",
         "by_ack_inbox",
         "by_inbox",
+        "dedupe",
         "deleting",
         "durables",
         "groups",
@@ -51,6 +53,17 @@ class Channel:
         self.ack_prefix = ack_prefix(store.name)  # recognizes this channel's acks cheaply
         self.store = store
         self.msgs = store.msgs
+        # The message store's capabilities, resolved once for the publish path: the
+        # publish IDs it remembers, and its writes started now and awaited later (a
+        # store without them flushes when awaited).
+        deduplicating = store.msgs.capability(DEDUPLICATES)
+        self.dedupe: Callable[[str], bool] | None = (
+            deduplicating.has_guid if deduplicating is not None else None
+        )
+        pipelining = store.msgs.capability(BEGINS_FLUSH)
+        self.begin_flush: Callable[[], Awaitable[None]] = (
+            pipelining.begin_flush if pipelining is not None else store.msgs.flush
+        )
         self.subs_store = store.subs
         self.limits: Limits = store.limits
         self.plain: list[Subscription] = []  # plain subscriptions and online durables

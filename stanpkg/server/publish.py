@@ -7,7 +7,7 @@ the touched message stores, deliver, flush the subscription stores, then send th
 PubAcks — the reference's order, so a subscriber may see a message before its
 publisher sees the ack.
 
-With a store whose writes are network round trips (``Store.pipelines_writes``: the
+With a store whose writes are network round trips (a ``PipeliningStore``: the
 clustered store) the batches overlap: each batch's writes start as soon as it is stored,
 and its commit — deliveries, subscription state, PubAcks — waits for the batch before.
 """
@@ -31,7 +31,7 @@ from stanpkg.server.channels import Channel, ChannelError, ChannelRegistry
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.delivery import Delivery
 from stanpkg.server.wire import decode_pub_msg, encode_pub_ack, is_ctrl_msg
-from stanpkg.stores.base import MessageBatch, StoreError
+from stanpkg.stores.base import PIPELINES_WRITES, MessageBatch, StoreError
 
 if TYPE_CHECKING:
     from stanpkg.server.handler_context import HandlerContext
@@ -106,7 +106,7 @@ class PublishPipeline:
         # Channel deletions requested by the inactivity timer, done between batches.
         self._deletions: list[Channel] = []
         # A store that writes over the network: batches overlap, committed in order.
-        self._pipelined = store.pipelines_writes
+        self._pipelined = store.capability(PIPELINES_WRITES) is not None
         self._commits: deque[asyncio.Task[None]] = deque()
         # Publishes to channels the store is still loading (a clustered promotion), in
         # arrival order by channel: queued again, ahead of the rest, once loaded.
@@ -296,7 +296,7 @@ class PublishPipeline:
         """Store the batch and start its writes now; its commit (deliveries, PubAcks)
         follows the commits of the batches before it."""
         groups, stored = self._stage(batch)
-        flushes = [group.channel.msgs.begin_flush() for group in stored]
+        flushes = [group.channel.begin_flush() for group in stored]
         previous = self._commits[-1] if self._commits else None
         task = asyncio.get_running_loop().create_task(
             self._logged(self._commit(groups, stored, flushes, previous))
@@ -333,7 +333,7 @@ class PublishPipeline:
 
     async def _process(self, batch: list[_Pending]) -> None:
         groups, stored = self._stage(batch)
-        await self._commit(groups, stored, [g.channel.msgs.begin_flush() for g in stored], None)
+        await self._commit(groups, stored, [g.channel.begin_flush() for g in stored], None)
 
     def _stage(self, batch: list[_Pending]) -> tuple[list[_ChannelBatch], list[_ChannelBatch]]:
         """Store the batch's messages, by channel: (every group, the stored)."""
@@ -465,7 +465,6 @@ class _ChannelBatch:
         self.messages: list[tuple[str, bytes]] = []  # (reply, data), in publish order
         self.guids: list[str] = []
         self.acks: list[tuple[str, str]] = []
-        msgs = channel.msgs
-        self.dedupe = msgs.has_guid if msgs.deduplicates else None
+        self.dedupe = channel.dedupe
         self.seen: set[str] = set()
         self.error = ""

@@ -27,11 +27,16 @@ Design rules an implementation can rely on, and must honour:
   which keeps mutating them: a store serializes or copies them, never keeps them.
 * :class:`StoreError` texts reach clients verbatim (PubAck / SubscriptionResponse /
   ConnectResponse errors), so limit errors use the reference's exact wording.
-* What only some stores can do has no default on :class:`Store`: it is a capability, a
-  small protocol (:class:`NatsBackedStore`, :class:`LockableStore`,
-  :class:`ReplicatedStore`) that a caller asks for with :meth:`Store.capability` and
-  must handle being absent. A wrapper (stores/delegating.py) forwards every method of
-  the interface, ``capability`` included, so nothing falls back to a default silently.
+* What only some stores can do has no default on :class:`Store` or
+  :class:`MessageStore`: it is a capability, a small protocol that a caller asks for
+  with :meth:`Store.capability` (:class:`NatsBackedStore`, :class:`LockableStore`,
+  :class:`ReplicatedStore`, :class:`HandingOverStore`, :class:`PipeliningStore`,
+  :class:`AdoptingStore`) or :meth:`MessageStore.capability`
+  (:class:`DeduplicatingMessages`, :class:`PipeliningMessages`,
+  :class:`LocatingMessages`) and must handle being absent; a caller on the per-message
+  path asks once (at start, at channel creation), not per message. A wrapper
+  (stores/delegating.py) forwards every method of the interface, ``capability``
+  included, so nothing falls back to a default silently.
 """
 
 from __future__ import annotations
@@ -39,7 +44,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Generic,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 from stanpkg.plan.limits import Limits, StoreLimits
 
@@ -47,23 +61,33 @@ if TYPE_CHECKING:
     from stanpkg.transport.endpoint import NatsEndpoint
 
 __all__ = [
+    "ADOPTS",
+    "BEGINS_FLUSH",
+    "DEDUPLICATES",
     "FT_STORES_ONLY",
     "HANDS_OVER",
+    "LOCATES",
     "LOCKABLE",
     "NATS_BACKED",
+    "PIPELINES_WRITES",
     "REPLICATED",
     "TOO_MANY_CHANNELS",
     "TOO_MANY_SUBS",
+    "AdoptingStore",
     "BaseStore",
     "BaseSubscriptionStore",
     "Capability",
     "ChannelStore",
     "ClientRecord",
+    "DeduplicatingMessages",
     "HandingOverStore",
+    "LocatingMessages",
     "LockableStore",
     "MessageBatch",
     "MessageStore",
     "NatsBackedStore",
+    "PipeliningMessages",
+    "PipeliningStore",
     "RecoveredChannel",
     "RecoveredState",
     "RecoveredSubscription",
@@ -218,7 +242,7 @@ class MessageBatch(NamedTuple):
     #: (reply, data) of each message, in publish order (the MsgProto's reply and data).
     messages: Sequence[tuple[str, bytes]]
     #: The publishers' message IDs, one per message, for a store that deduplicates (see
-    #: :attr:`MessageStore.deduplicates`); may be empty (then no message has one).
+    #: :class:`DeduplicatingMessages`); may be empty (then no message has one).
     guids: Sequence[str] = ()
 
 
@@ -259,7 +283,7 @@ class MessageStore(ABC):
     def store(self, batch: MessageBatch) -> StoredRun:
         """Append the batch's messages with the next sequences (after every message
         handed to ``store`` before, written or still being written: see
-        :meth:`begin_flush`), encoded as MsgProtos of this channel stamped
+        :meth:`PipeliningMessages.begin_flush`), encoded as MsgProtos of this channel stamped
         ``batch.timestamp``; then drop the oldest messages while ``max_msgs``/``max_bytes``
         are exceeded (keeping at least the newest). Returns the sequences assigned.
         Raises :class:`StoreError` if nothing could be stored. A store that does not
@@ -314,29 +338,14 @@ class MessageStore(ABC):
         go). Returns the timestamp of the oldest remaining message, 0 if none (or if
         the channel has no age limit), so the caller can arm its next check."""
 
-    #: True when the store remembers recent publish IDs (``batch.guids`` of :meth:`store`):
-    #: the server then asks :meth:`has_guid` and acknowledges a resend without storing it.
-    deduplicates: bool = False
-
-    def has_guid(self, guid: str) -> bool:
-        """Whether a message with this publish ID was stored recently."""
-        return False
-
-    def locate(self, sequence: int) -> str:
-        """Where the stored message is, for error texts (the FILE store names its file
-        and offset); "" when the store has nothing to say."""
-        return ""
-
     async def flush(self) -> None:
         """Make everything stored so far durable (no-op for memory)."""
         return
 
-    def begin_flush(self) -> Awaitable[None]:
-        """:meth:`flush`, started now for what was stored so far and awaited later. A
-        store whose :attr:`Store.pipelines_writes` is true starts writing at once, and
-        messages stored afterwards may be flushed before this one is awaited; they are
-        visible (``last_sequence``, :meth:`lookup`) only once written, in order."""
-        return self.flush()
+    def capability(self, kind: Capability[_C]) -> _C | None:
+        """This message store as ``kind`` (see :class:`Capability`), or None when it does
+        not have that capability. A wrapper answers for the message store it wraps."""
+        return kind.of(self)
 
     def close(self) -> None:
         """Release resources; the store is not used afterwards."""
@@ -509,11 +518,69 @@ class HandingOverStore(Protocol):
         service was handed over to, which answers clients at once; "" for none."""
 
 
+@runtime_checkable
+class PipeliningStore(Protocol):
+    """A store whose message writes are network round trips that the server overlaps:
+    several publish batches in flight at once (the clustered store). Its channels'
+    message stores are :class:`PipeliningMessages`."""
+
+    #: The declaration itself (a store without the capability has no such attribute).
+    pipelines_writes: Literal[True]
+
+
+@runtime_checkable
+class AdoptingStore(Protocol):
+    """A store that serves the channels of the store it wraps its own way (the
+    encrypting store wraps each channel's messages): channels that a capability of the
+    inner store loaded while the server runs must go through :meth:`adopt`."""
+
+    @abstractmethod
+    def adopt(self, state: RecoveredState) -> RecoveredState:
+        """Channels a capability loaded while the server runs (a clustered store's
+        :meth:`ReplicatedStore.load_channels`), as this store serves them: wrapped as
+        it wraps recovered ones."""
+
+
+@runtime_checkable
+class DeduplicatingMessages(Protocol):
+    """A message store that remembers recent publish IDs (``batch.guids`` of
+    :meth:`MessageStore.store`; the clustered store keeps them across a failover): the
+    server acknowledges a resend without storing it again."""
+
+    @abstractmethod
+    def has_guid(self, guid: str) -> bool:
+        """Whether a message with this publish ID was stored recently."""
+
+
+@runtime_checkable
+class PipeliningMessages(Protocol):
+    """A message store whose writes can start now and be awaited later, several at once
+    (the clustered store's, see :class:`PipeliningStore`)."""
+
+    @abstractmethod
+    def begin_flush(self) -> Awaitable[None]:
+        """:meth:`MessageStore.flush`, started now for what was stored so far and awaited
+        later. Writing starts at once, and messages stored afterwards may be flushed
+        before this one is awaited; they are visible (``last_sequence``,
+        :meth:`MessageStore.lookup`) only once written, in order."""
+
+
+@runtime_checkable
+class LocatingMessages(Protocol):
+    """A message store that can say where a stored message is, for error texts (the
+    FILE store names its file and offset)."""
+
+    @abstractmethod
+    def locate(self, sequence: int) -> str:
+        """Where the stored message is; "" when it is not stored."""
+
+
 _C = TypeVar("_C")
 
 
 class Capability(Generic[_C]):
-    """Names a capability protocol for :meth:`Store.capability`, typed: a store has it
+    """Names a capability protocol for :meth:`Store.capability` (or
+    :meth:`MessageStore.capability`), typed: a store has it
     when it implements the protocol. (A key rather than the protocol class itself:
     mypy accepts no protocol where ``type[T]`` is expected.)"""
 
@@ -534,6 +601,11 @@ NATS_BACKED: Capability[NatsBackedStore] = Capability(NatsBackedStore)
 LOCKABLE: Capability[LockableStore] = Capability(LockableStore)
 REPLICATED: Capability[ReplicatedStore] = Capability(ReplicatedStore)
 HANDS_OVER: Capability[HandingOverStore] = Capability(HandingOverStore)
+PIPELINES_WRITES: Capability[PipeliningStore] = Capability(PipeliningStore)
+ADOPTS: Capability[AdoptingStore] = Capability(AdoptingStore)
+DEDUPLICATES: Capability[DeduplicatingMessages] = Capability(DeduplicatingMessages)
+BEGINS_FLUSH: Capability[PipeliningMessages] = Capability(PipeliningMessages)
+LOCATES: Capability[LocatingMessages] = Capability(LocatingMessages)
 
 
 class Store(ABC):
@@ -541,10 +613,6 @@ class Store(ABC):
 
     #: What the startup log prints after ``Message store is``.
     type_name: str = ""
-
-    #: True when message writes take a network round trip that the server should overlap
-    #: (:meth:`MessageStore.begin_flush` of several batches in flight at once).
-    pipelines_writes: bool = False
 
     @abstractmethod
     def recover(self) -> RecoveredState | None:
@@ -579,12 +647,6 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release everything."""
-
-    def adopt(self, state: RecoveredState) -> RecoveredState:
-        """Channels a capability loaded while the server runs (a clustered store's
-        :meth:`ReplicatedStore.load_channels`), as this store serves them: a wrapper of
-        channels wraps them as it wraps recovered ones."""
-        return state
 
     def capability(self, kind: Capability[_C]) -> _C | None:
         """This store as ``kind`` (see :class:`Capability`), or None when it does not

@@ -4,13 +4,16 @@ wrapper overrides only what it changes and never falls back to one of the interf
 defaults by forgetting a method (tests/stores/test_delegating.py checks that each of the
 interface's methods is forwarded here).
 
-The interface's plain attributes (``limits``, ``deduplicates``, ``type_name``,
-``pipelines_writes``) are constants of the inner store, copied when the wrapper is made.
+The interface's plain attributes (``limits``, ``type_name``) are constants of the inner
+store, copied when the wrapper is made. A capability the wrapper does not implement
+itself is the inner store's (what the wrapper does not change, such as a lock or the
+publish IDs a message store remembers); a wrapper that changes what a capability does
+implements it (as the encrypting message store does ``begin_flush``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from stanpkg.stores.base import (
@@ -38,7 +41,6 @@ class DelegatingMessageStore(MessageStore):
     def __init__(self, inner: MessageStore) -> None:
         self.inner = inner
         self.limits = inner.limits
-        self.deduplicates = inner.deduplicates
 
     @property
     def first_sequence(self) -> int:
@@ -91,20 +93,17 @@ class DelegatingMessageStore(MessageStore):
     def expire(self, now: int) -> int:
         return self.inner.expire(now)
 
-    def has_guid(self, guid: str) -> bool:
-        return self.inner.has_guid(guid)
-
-    def locate(self, sequence: int) -> str:
-        return self.inner.locate(sequence)
-
     async def flush(self) -> None:
         await self.inner.flush()
 
-    def begin_flush(self) -> Awaitable[None]:
-        return self.inner.begin_flush()
-
     def close(self) -> None:
         self.inner.close()
+
+    def capability(self, kind: Capability[_C]) -> _C | None:
+        """The wrapper itself when it implements the capability, else the inner message
+        store's."""
+        own = kind.of(self)
+        return own if own is not None else self.inner.capability(kind)
 
 
 class DelegatingSubscriptionStore(SubscriptionStore):
@@ -142,7 +141,6 @@ class DelegatingStore(Store):
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.type_name = inner.type_name
-        self.pipelines_writes = inner.pipelines_writes
 
     def recover(self) -> RecoveredState | None:
         return self.inner.recover()
@@ -164,9 +162,6 @@ class DelegatingStore(Store):
 
     def close(self) -> None:
         self.inner.close()
-
-    def adopt(self, state: RecoveredState) -> RecoveredState:
-        return self.inner.adopt(state)
 
     def capability(self, kind: Capability[_C]) -> _C | None:
         """The wrapper itself when it implements the capability, else the inner store's

@@ -20,9 +20,14 @@ from stanpkg.plan.model import Plan
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
+    ADOPTS,
+    BEGINS_FLUSH,
+    LOCATES,
+    AdoptingStore,
     ChannelStore,
     MessageBatch,
     MessageStore,
+    PipeliningMessages,
     RecoveredChannel,
     RecoveredState,
     Store,
@@ -43,6 +48,7 @@ from stanpkg.stores.recent import RecentRecords
 __all__ = [
     "KEY_CHECK_MESSAGES",
     "EncryptingMessageStore",
+    "EncryptingPipeliningMessageStore",
     "EncryptingStore",
     "StoreEncryption",
     "decrypt_record",
@@ -181,16 +187,14 @@ class EncryptingMessageStore(DelegatingMessageStore):
             reason = f"unable to decrypt message {name}:{seq} ({exc}); wrong encryption key?"
         else:
             reason = f"unable to decode message {name}:{seq} ({exc})"
-        where = self.inner.locate(seq)
+        locating = self.inner.capability(LOCATES)
+        where = locating.locate(seq) if locating is not None else ""
         if where:
             reason = f"{reason} ({where})"
         return f"unable to recover message store for [{name}]: {reason}"
 
     async def flush(self) -> None:
-        await self.begin_flush()
-
-    def begin_flush(self) -> Awaitable[None]:
-        return self._forget_plaintext_on_failure(self.inner.begin_flush())
+        await self._forget_plaintext_on_failure(self.inner.flush())
 
     async def _forget_plaintext_on_failure(self, flush: Awaitable[None]) -> None:
         try:
@@ -206,7 +210,29 @@ class EncryptingMessageStore(DelegatingMessageStore):
         self.inner.close()
 
 
-class EncryptingStore(DelegatingStore):
+class EncryptingPipeliningMessageStore(EncryptingMessageStore, PipeliningMessages):
+    """One channel's messages, encrypted in an ``inner`` store whose writes start at once
+    and are awaited later (:class:`PipeliningMessages`)."""
+
+    def __init__(
+        self,
+        inner: MessageStore,
+        pipelining: PipeliningMessages,
+        name: str,
+        cipher: PayloadCipher,
+        owner: EncryptingStore,
+    ) -> None:
+        super().__init__(inner, name, cipher, owner)
+        self._pipelining = pipelining
+
+    async def flush(self) -> None:
+        await self.begin_flush()
+
+    def begin_flush(self) -> Awaitable[None]:
+        return self._forget_plaintext_on_failure(self._pipelining.begin_flush())
+
+
+class EncryptingStore(DelegatingStore, AdoptingStore):
     """Any store, its message payloads encrypted at rest."""
 
     def __init__(self, inner: Store, key: bytes, cipher: int, log: StoreLog) -> None:
@@ -223,7 +249,12 @@ class EncryptingStore(DelegatingStore):
         cipher = PayloadCipher(
             channel_key(self._key_hash, name), self._cipher, initial_counter=inner.last_sequence + 1
         )
-        msgs = EncryptingMessageStore(inner, name, cipher, self)
+        pipelining = inner.capability(BEGINS_FLUSH)
+        msgs = (
+            EncryptingMessageStore(inner, name, cipher, self)
+            if pipelining is None
+            else EncryptingPipeliningMessageStore(inner, pipelining, name, cipher, self)
+        )
         wrapped = ChannelStore(name, msgs, channel.subs, channel.limits)
         self._channels[name] = wrapped
         return wrapped
@@ -233,7 +264,8 @@ class EncryptingStore(DelegatingStore):
         return None if state is None else self._wrap_state(state)
 
     def adopt(self, state: RecoveredState) -> RecoveredState:
-        return self._wrap_state(self.inner.adopt(state))
+        inner = self.inner.capability(ADOPTS)  # a wrapper inside this one adopts first
+        return self._wrap_state(state if inner is None else inner.adopt(state))
 
     def _wrap_state(self, state: RecoveredState) -> RecoveredState:
         channels = []

@@ -14,16 +14,27 @@ from unittest import mock
 
 import pytest
 
-from stanpkg.plan.limits import DEFAULT_LIMITS, StoreLimits
+from stanpkg.plan.limits import DEFAULT_LIMITS, Limits, StoreLimits
 from stanpkg.stores.base import (
+    ADOPTS,
+    BEGINS_FLUSH,
+    DEDUPLICATES,
+    LOCATES,
     LOCKABLE,
     NATS_BACKED,
+    PIPELINES_WRITES,
     REPLICATED,
+    ChannelStore,
+    DeduplicatingMessages,
+    LocatingMessages,
     LockableStore,
     MessageStore,
     NatsBackedStore,
+    PipeliningMessages,
+    PipeliningStore,
     ReplicatedStore,
     Store,
+    StoreError,
     SubscriptionStore,
 )
 from stanpkg.stores.delegating import (
@@ -33,6 +44,8 @@ from stanpkg.stores.delegating import (
 )
 from stanpkg.stores.encryption import EncryptingStore
 from stanpkg.stores.file import FileStore
+from stanpkg.stores.file.messages import FileMessageStore
+from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.store import ClusteredStore
 from stanpkg.stores.memory import MemoryStore
 from stanpkg.stores.sql.store import SqlStore
@@ -151,3 +164,73 @@ def test_a_wrapper_answers_with_the_inner_stores_capabilities() -> None:
     assert wrapper.capability(NATS_BACKED) is None and wrapper.capability(REPLICATED) is None
     plain = EncryptingStore(MemoryStore(LIMITS, LogCapture()), b"key", 1, LogCapture())
     assert plain.capability(LOCKABLE) is None
+
+
+class _PipeliningMessages(DelegatingMessageStore, DeduplicatingMessages, PipeliningMessages):
+    """A memory channel's messages with the clustered store's message capabilities."""
+
+    def __init__(self, inner: MessageStore) -> None:
+        super().__init__(inner)
+        self.fail = False
+        self.flushes = 0
+
+    def has_guid(self, guid: str) -> bool:
+        return guid == "seen"
+
+    def begin_flush(self) -> asyncio.Future[None]:
+        self.flushes += 1
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.fail:
+            done.set_exception(StoreError("write failed"))
+        else:
+            done.set_result(None)
+        return done
+
+
+class _PipeliningMemory(MemoryStore, PipeliningStore):
+    """A memory store declaring the clustered store's pipelined writes."""
+
+    pipelines_writes = True
+
+    def _new_channel(self, name: str, limits: Limits) -> ChannelStore:
+        plain = super()._new_channel(name, limits)
+        return ChannelStore(name, _PipeliningMessages(plain.msgs), plain.subs, limits)
+
+
+def test_capabilities_of_the_message_stores() -> None:
+    memory = MemoryStore(LIMITS, LogCapture())
+    assert memory.capability(PIPELINES_WRITES) is None and memory.capability(ADOPTS) is None
+    msgs = memory.create_channel("foo").msgs
+    for kind in (DEDUPLICATES, BEGINS_FLUSH, LOCATES):
+        assert msgs.capability(kind) is None, kind
+    assert issubclass(FileMessageStore, LocatingMessages)
+    assert issubclass(ReplicatedMessages, DeduplicatingMessages)
+    assert issubclass(ReplicatedMessages, PipeliningMessages)
+    assert PipeliningStore in ClusteredStore.__mro__ and ClusteredStore.pipelines_writes
+
+
+def test_the_encrypting_wrapper_passes_message_capabilities_through() -> None:
+    inner = _PipeliningMemory(LIMITS, LogCapture())
+    wrapper = EncryptingStore(inner, b"key", 1, LogCapture())
+    assert wrapper.capability(PIPELINES_WRITES) is inner
+    assert wrapper.capability(ADOPTS) is wrapper  # it wraps the channels it serves
+    msgs = wrapper.create_channel("foo").msgs
+    assert isinstance(msgs, DelegatingMessageStore)
+    pipelining = inner.channels["foo"].msgs
+    assert msgs.capability(DEDUPLICATES) is pipelining  # publish IDs are not encrypted
+    starting = msgs.capability(BEGINS_FLUSH)
+    assert starting is msgs  # the wrapper's own: it drops plaintext when a write fails
+    assert msgs.capability(LOCATES) is None
+
+    async def scenario() -> None:
+        assert isinstance(pipelining, _PipeliningMessages)
+        await starting.begin_flush()
+        pipelining.fail = True
+        with pytest.raises(StoreError, match="write failed"):
+            await msgs.flush()
+        assert pipelining.flushes == 2
+
+    asyncio.run(scenario())
+    plain = EncryptingStore(MemoryStore(LIMITS, LogCapture()), b"key", 1, LogCapture())
+    assert plain.capability(PIPELINES_WRITES) is None
+    assert plain.create_channel("foo").msgs.capability(BEGINS_FLUSH) is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from stanpkg.plan.limits import Limits
 from stanpkg.proto.encoders import MsgEncoder
 from stanpkg.stores.base import (
+    LocatingMessages,
     MessageBatch,
     MessageStore,
     SequenceBookkeeping,
@@ -55,7 +56,7 @@ CACHE_IDLE_SECONDS = 1.0
 _MAX_REPORTED_LOOKUP_ERRORS = 1000
 
 
-class FileMessageStore(SequenceBookkeeping, MessageStore):
+class FileMessageStore(SequenceBookkeeping, MessageStore, LocatingMessages):
     # Declared again for mypyc, which compiles this module (stanpkg/hot_path.py).
     _first: int
     _last: int

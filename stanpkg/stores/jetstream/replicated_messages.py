@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from stanpkg.proto.encoders import MsgEncoder
-from stanpkg.stores.base import MessageBatch, MessageStore, StoredRun, StoreError
+from stanpkg.stores.base import (
+    DeduplicatingMessages,
+    MessageBatch,
+    MessageStore,
+    PipeliningMessages,
+    StoredRun,
+    StoreError,
+)
 from stanpkg.stores.jetstream.channel_log import ChannelLog, LastWritten, Write
 from stanpkg.stores.jetstream.paged_messages import PagedMessages, ReadMessage
 from stanpkg.stores.jetstream.stream_writer import StreamFenced, WriteRound
@@ -26,7 +33,7 @@ __all__ = ["DUPLICATE_WINDOW", "RecentGuids", "ReplicatedMessages"]
 DUPLICATE_WINDOW = 120.0  # seconds: the shared streams' own window
 
 
-class ReplicatedMessages(MessageStore):
+class ReplicatedMessages(MessageStore, DeduplicatingMessages, PipeliningMessages):
     """A channel's messages: appended to the channel's subject, then kept in memory and
     served from there. A batch enters memory only once the stream has it on a quorum;
     a batch that fails leaves no trace, and memory is then brought level with the stream
@@ -38,8 +45,6 @@ class ReplicatedMessages(MessageStore):
     batch, sent whole when that one is answered: JetStream's cost per message falls
     steeply with the batch's size (a third less at 400 messages than at 100). One that
     fails fails the batches numbered after it too (their sequences counted on it)."""
-
-    deduplicates = True
 
     def __init__(self, cache: PagedMessages, log: ChannelLog) -> None:
         self.cache = cache

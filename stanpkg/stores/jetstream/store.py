@@ -41,6 +41,7 @@ from stanpkg.stores.base import (
     ClientRecord,
     LockableStore,
     NatsBackedStore,
+    PipeliningStore,
     RecoveredChannel,
     RecoveredState,
     RecoveredSubscription,
@@ -105,7 +106,7 @@ FLUSH_WITHIN = 1.5  # seconds for a stopping node's last records
 ALL = 2**63 - 1  # a stream sequence past every message: a purge below it takes them all
 
 
-class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore):
+class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, PipeliningStore):
     type_name = "RAFT"
     pipelines_writes = True
 
