@@ -59,13 +59,13 @@ def start_jetstream(where: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def read_only(config: Path) -> dict[str, object]:
-    from stanpkg.migrate.open_source import open_source
+    from stanpkg.migrate.source_factory import open_source_store
     from stanpkg.plan.compile import compile_args
 
     started = time.perf_counter()
     plan = compile_args(["-sc", str(config)], {}).plan
     assert plan is not None
-    source = open_source(plan, wants_channel=lambda _: True)
+    source = open_source_store(plan, wants_channel=lambda _: True)
     count = size = 0
     for channel in source.channels:
         for message in source.messages(channel.name):

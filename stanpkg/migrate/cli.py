@@ -9,9 +9,9 @@ import os
 import sys
 
 from stanpkg.migrate.destination import Destination, DestinationError
-from stanpkg.migrate.open_source import open_source
 from stanpkg.migrate.run import MigrateError, Request, Summary, migrate
-from stanpkg.migrate.source import SourceError
+from stanpkg.migrate.source_factory import open_source_store
+from stanpkg.migrate.source_store import SourceError
 from stanpkg.pipeline.options import ChannelSelector, OptionError
 from stanpkg.plan.compile import compile_args
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -86,7 +86,7 @@ def migrate_main(argv: list[str]) -> int:
     plan = compiled.plan
     try:
         selector = ChannelSelector.parse(args.channels)
-        source = open_source(
+        source = open_source_store(
             plan,
             wants_channel=selector.matches,
             permissive=args.permissive,

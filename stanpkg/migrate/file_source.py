@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from stanpkg.migrate.source import (
+from stanpkg.migrate.source_store import (
     OnBadRecord,
     SourceChannel,
     SourceError,

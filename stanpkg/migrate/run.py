@@ -11,7 +11,7 @@ from typing import Any
 
 from stanpkg.migrate.destination import Destination, DestinationError, Message, Step
 from stanpkg.migrate.progress import Progress
-from stanpkg.migrate.source import SourceChannel, SourceError, SourceStore
+from stanpkg.migrate.source_store import SourceChannel, SourceError, SourceStore
 from stanpkg.migrate.verify import ChannelCheck, verify_channel
 from stanpkg.stores.base import ServerInfo, StoreError
 from stanpkg.stores.jetstream.record_codec import ChannelState

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
-from stanpkg.migrate.source import (
+from stanpkg.migrate.source_store import (
     OnBadRecord,
     SourceChannel,
     SourceError,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from stanpkg.migrate.destination import Destination, Message
-from stanpkg.migrate.source import SourceChannel, SourceStore
+from stanpkg.migrate.source_store import SourceChannel, SourceStore
 
 __all__ = ["ChannelCheck", "digest_update", "verify_channel"]
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stanpkg.migrate.file_source import open_file_source
-from stanpkg.migrate.source import SourceError, SourceStore
+from stanpkg.migrate.source_store import SourceError, SourceStore
 from stanpkg.migrate.sql_source import open_sql_source
 from stanpkg.plan.model import Plan, StoreType
 
-__all__ = ["open_source"]
+__all__ = ["open_source_store"]
 
 
-def open_source(
+def open_source_store(
     plan: Plan,
     *,
     wants_channel: Callable[[str], bool],

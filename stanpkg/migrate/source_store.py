@@ -1,5 +1,5 @@
 """What a migration reads: the store a standalone server's configuration describes, as
-records, channels and a reader of their messages. :mod:`.open_source` opens one, a FILE
+records, channels and a reader of their messages. :mod:`.source_factory` opens one, a FILE
 store through :mod:`.file_source`, an SQL store through :mod:`.sql_source`.
 """
 
