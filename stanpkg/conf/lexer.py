@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Protocol
 from stanpkg.conf import scalars
 from stanpkg.conf.errors import ConfError
 from stanpkg.conf.nodes import Kind
-from stanpkg.conf.source import SourceText
+from stanpkg.conf.source_text import SourceText
 
 
 class T(enum.Enum):

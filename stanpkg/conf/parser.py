@@ -34,7 +34,7 @@ from stanpkg.conf.lexer import (
     Lexer,
 )
 from stanpkg.conf.nodes import Kind, MapEntry, Node
-from stanpkg.conf.source import SourceText, read_text
+from stanpkg.conf.source_text import SourceText, read_text
 
 MAX_DEPTH = 100  # nested maps/arrays, across includes
 MAX_INCLUDE_DEPTH = 32

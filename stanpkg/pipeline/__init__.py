@@ -1,7 +1,7 @@
 """stanpkg's data pipeline: query and export what a FILE store holds, with Spark, and
 follow a live server's channels with Spark Structured Streaming.
 
-* ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.source``): files
+* ``register(spark)`` adds the ``stan`` data source (``stanpkg.pipeline.data_source``): files
   on disk with ``path``/``config``, a live server with ``servers``
   (``stanpkg.pipeline.live_source``, also ``spark.readStream``); ``df.write`` and
   ``df.writeStream`` with ``servers`` publish rows to a live server
@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from stanpkg.pipeline.source import Registration
+    from stanpkg.pipeline.data_source import Registration
 
 __all__ = ["register"]
 
 
 def register(spark: SparkSession, *, pushdown: bool | None = None) -> Registration:
     """Register the ``stan`` format, to read and to write (see
-    ``stanpkg.pipeline.source.register``)."""
-    from stanpkg.pipeline.source import register as register_source
+    ``stanpkg.pipeline.data_source.register``)."""
+    from stanpkg.pipeline.data_source import register as register_source
 
     return register_source(spark, pushdown=pushdown)

@@ -20,7 +20,7 @@ __all__ = ["ARROW_SCHEMA", "COLUMNS", "SliceReadStats", "read_task_batches"]
 
 log = logging.getLogger("stanpkg.pipeline")
 
-# (name, Arrow type); the Spark schema in source.py is derived from the same list.
+# (name, Arrow type); the Spark schema in data_source.py is derived from the same list.
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("channel", pa.string()),
     ("sequence", pa.int64()),

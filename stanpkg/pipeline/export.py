@@ -158,7 +158,7 @@ def run_export(
     """Read, write and commit the planned run; the state is saved after the data.
     ``progress_every`` > 0: a progress line that often while Spark works (for logs, where
     Spark's console bar is not shown)."""
-    from stanpkg.pipeline.source import register
+    from stanpkg.pipeline.data_source import register
 
     request = job.request
     registration = register(spark)

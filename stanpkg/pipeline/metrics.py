@@ -1,6 +1,6 @@
 """The accumulators a registration of the ``stan`` data source fills: messages, payload
 bytes and damaged records read, totalled on the driver. Shared by the batch source
-(:mod:`.source`) and the live one (:mod:`.live_source`)."""
+(:mod:`.data_source`) and the live one (:mod:`.live_source`)."""
 
 from __future__ import annotations
 

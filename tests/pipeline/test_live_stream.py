@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stanpkg.pipeline import register
-from stanpkg.pipeline.source import SCHEMA
+from stanpkg.pipeline.data_source import SCHEMA
 from tests.pipeline.live_helpers import LiveServer, parquet_query, parquet_rows, payloads
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stanpkg.pipeline import register
-from stanpkg.pipeline.source import SCHEMA
+from stanpkg.pipeline.data_source import SCHEMA
 from tests.pipeline.helpers import BASE_TS, TS_STEP, copy_fixture, manifest_rows, write_store
 
 pytestmark = pytest.mark.slow
