@@ -472,7 +472,7 @@ def cmd_run(argv: list[str], program: str = "stanpkg run") -> int:
         print(version_text())
         return EXIT_OK
     if flags is not None and flags.signal:
-        from stanpkg.control import send_signal
+        from stanpkg.send_signal import send_signal
 
         return int(send_signal(flags.signal))
     if result.usage_error:

@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "server": 5,
     "monitor": 6,
     "node": 7,
-    "control": 7,
+    "send_signal": 7,
     "cli": 7,
     "review": 7,
     "pipeline": 7,
@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
 }
 SAME_LAYER: set[tuple[str, str]] = {
     ("cli", "node"),
-    ("cli", "control"),
+    ("cli", "send_signal"),
     ("cli", "pipeline"),
     ("cli", "loadgen"),
     ("cli", "migrate"),

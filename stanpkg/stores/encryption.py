@@ -43,7 +43,7 @@ from stanpkg.stores.crypto import (
     master_key_hash,
 )
 from stanpkg.stores.delegating import DelegatingMessageStore, DelegatingStore
-from stanpkg.stores.recent import RecentRecords
+from stanpkg.stores.recent_records import RecentRecords
 
 __all__ = [
     "KEY_CHECK_MESSAGES",

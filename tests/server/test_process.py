@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.control import send_signal
+from stanpkg.send_signal import send_signal
 from stanpkg.server.sd_notify import notify
 from tests.server.conftest import ROOT, new_cluster_id
 from tests.server.stan_client import StanClient
@@ -249,7 +249,7 @@ async def test_fatal_when_connection_to_nats_is_lost_for_good(tmp_path: Path) ->
 
 
 def test_sl_names_a_windows_service_only_on_windows(tmp_path: Path) -> None:
-    from stanpkg.control import windows_service_target
+    from stanpkg.send_signal import windows_service_target
 
     pid_file = tmp_path / "stan.pid"
     pid_file.write_text("123")

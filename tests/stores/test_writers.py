@@ -40,7 +40,7 @@ from stanpkg.stores.file.format import (
 )
 from stanpkg.stores.file.format.index import index_position, read_index_entry
 from stanpkg.stores.file.format.subsfile import SUB_DELETE, SUB_NEW, SUB_SENT, SUB_UPDATE
-from stanpkg.stores.records import client_from_proto, sub_from_proto
+from stanpkg.stores.record_protos import client_from_proto, sub_from_proto
 from tests.stores.filestore_helpers import datastore_dir
 
 CASTAGNOLI = 0x82F63B78

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 from stanpkg.stores.base import ClientRecord, StoreError
 from stanpkg.stores.file.compaction import CompactionSchedule
-from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.clientsfile import (
     ClientsFileWriter,
     ClientsReplay,
@@ -14,12 +13,13 @@ from stanpkg.stores.file.format.clientsfile import (
 )
 from stanpkg.stores.file.format.errors import FileStoreError
 from stanpkg.stores.file.handles import AppendFile
+from stanpkg.stores.file.store_context import StoreContext
 
 __all__ = ["ClientsFile"]
 
 
 class ClientsFile:
-    def __init__(self, env: StoreEnv, path: str, replay: ClientsReplay | None = None) -> None:
+    def __init__(self, env: StoreContext, path: str, replay: ClientsReplay | None = None) -> None:
         self.env = env
         self.path = path
         self._file: AppendFile[ClientsFileWriter] = AppendFile(

@@ -24,15 +24,15 @@ from stanpkg.stores.base import (
     StoredRun,
     StoreError,
 )
-from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import ChannelInfo
 from stanpkg.stores.file.format.errors import FileStoreError
 from stanpkg.stores.file.format.index import INDEX_RECORD, MSG_RECORD_OVERHEAD
 from stanpkg.stores.file.format.msgwriter import SliceLimits, WriteMark, auto_slice_limits
 from stanpkg.stores.file.handles import SliceWriteFiles
 from stanpkg.stores.file.slice_reads import HeadCursor, ReadWindow, Slice, read_index
+from stanpkg.stores.file.store_context import StoreContext
 from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
-from stanpkg.stores.recent import RecentRecords
+from stanpkg.stores.recent_records import RecentRecords
 
 __all__ = ["FileMessageStore"]
 
@@ -64,7 +64,7 @@ class FileMessageStore(SequenceBookkeeping, MessageStore, LocatingMessages):
 
     def __init__(
         self,
-        env: StoreEnv,
+        env: StoreContext,
         name: str,
         channel_dir: str,
         limits: Limits,

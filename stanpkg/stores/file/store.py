@@ -32,7 +32,6 @@ from stanpkg.stores.file import recovery
 from stanpkg.stores.file.archive import SliceRemover
 from stanpkg.stores.file.clients import ClientsFile
 from stanpkg.stores.file.config import FileStoreConfig
-from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.channel import (
     ChannelInfo,
     ChannelJob,
@@ -62,6 +61,7 @@ from stanpkg.stores.file.recovery import (
     recover_channels,
     store_size,
 )
+from stanpkg.stores.file.store_context import StoreContext
 from stanpkg.stores.file.subscriptions import FileSubscriptionStore
 from stanpkg.stores.file.syncing import Syncer
 
@@ -116,7 +116,7 @@ class FileStore(BaseStore, LockableStore):
             raise StoreError(reason) from exc
         crc = crc32_func(options.crc_poly)
         self.config = config
-        self.env = StoreEnv(
+        self.env = StoreContext(
             config=config,
             log=log,
             crc=crc,

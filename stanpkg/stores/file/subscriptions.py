@@ -12,7 +12,6 @@ from stanpkg.plan.limits import Limits
 from stanpkg.proto.encoders import encode_varint
 from stanpkg.stores.base import BaseSubscriptionStore, RecoveredSubscription, StoreError, SubRecord
 from stanpkg.stores.file.compaction import CompactionSchedule
-from stanpkg.stores.file.env import StoreEnv
 from stanpkg.stores.file.format.errors import FileStoreError
 from stanpkg.stores.file.format.framing import RECORD_HEADER
 from stanpkg.stores.file.format.subsfile import (
@@ -24,6 +23,7 @@ from stanpkg.stores.file.format.subsfile import (
     compact_subs_file,
 )
 from stanpkg.stores.file.handles import AppendFile
+from stanpkg.stores.file.store_context import StoreContext
 
 __all__ = ["FileSubscriptionStore", "update_payload"]
 
@@ -42,7 +42,7 @@ def update_payload(sub_id: int, seq: int) -> bytes:
 class FileSubscriptionStore(BaseSubscriptionStore):
     def __init__(
         self,
-        env: StoreEnv,
+        env: StoreContext,
         channel: str,
         channel_dir: str,
         limits: Limits,

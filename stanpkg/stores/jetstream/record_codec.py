@@ -47,7 +47,7 @@ from stanpkg.stores.jetstream.layout import (
     state_key,
     sub_key,
 )
-from stanpkg.stores.records import (
+from stanpkg.stores.record_protos import (
     client_from_proto,
     client_to_proto,
     server_info_from_proto,

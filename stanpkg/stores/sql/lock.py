@@ -18,7 +18,7 @@ from collections.abc import Callable
 from stanpkg.stores.base import StoreError, StoreLog
 from stanpkg.stores.sql.db import Database
 from stanpkg.stores.sql.drivers import Cursor, one_line
-from stanpkg.stores.sql.records import Statements
+from stanpkg.stores.sql.statements import Statements
 from stanpkg.transport.nuid import next_nuid
 
 __all__ = ["LOST_COUNT", "UPDATE_INTERVAL", "SqlStoreLock"]

@@ -35,7 +35,7 @@ from stanpkg.stores.base import (
 from stanpkg.stores.limit_policy import LimitsWarning, drops_oldest, expired, over_count_or_size
 from stanpkg.stores.sql.db import Database, Op
 from stanpkg.stores.sql.drivers import Cursor
-from stanpkg.stores.sql.records import Statements
+from stanpkg.stores.sql.statements import Statements
 
 __all__ = ["MessageIndex", "Owner", "Part", "SqlMessageStore"]
 

@@ -25,7 +25,7 @@ from stanpkg.stores.sql.db import Op
 from stanpkg.stores.sql.drivers import Cursor, one_line
 from stanpkg.stores.sql.messages import MessageIndex, Owner, SqlMessageStore
 from stanpkg.stores.sql.pending import SubPending
-from stanpkg.stores.sql.records import client_from_row, info_from_proto, sub_from_proto
+from stanpkg.stores.sql.proto_columns import client_from_row, info_from_proto, sub_from_proto
 from stanpkg.stores.sql.rows import decoded, pending_lists
 from stanpkg.stores.sql.schema import SCHEMA_VERSION
 from stanpkg.stores.sql.subs import SqlSubscriptionStore, SubIds

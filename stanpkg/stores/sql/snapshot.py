@@ -38,14 +38,10 @@ from stanpkg.stores.limit_policy import drops_oldest, expired
 from stanpkg.stores.sql.drivers import Connection, Cursor, Driver, one_line, open_driver
 from stanpkg.stores.sql.messages import MessageIndex
 from stanpkg.stores.sql.pending import SubPending
-from stanpkg.stores.sql.records import (
-    Statements,
-    client_from_row,
-    info_from_proto,
-    sub_from_proto,
-)
+from stanpkg.stores.sql.proto_columns import client_from_row, info_from_proto, sub_from_proto
 from stanpkg.stores.sql.rows import decoded, pending_lists
 from stanpkg.stores.sql.schema import SCHEMA_VERSION
+from stanpkg.stores.sql.statements import Statements
 
 __all__ = ["MessageBounds", "SnapshotChannel", "SqlSnapshot", "open_snapshot"]
 

@@ -33,8 +33,9 @@ from stanpkg.stores.sql.db import Database, Op, run_ops
 from stanpkg.stores.sql.drivers import Cursor, one_line
 from stanpkg.stores.sql.lock import SqlStoreLock
 from stanpkg.stores.sql.messages import Part, SqlMessageStore
-from stanpkg.stores.sql.records import Statements, client_proto, info_proto
+from stanpkg.stores.sql.proto_columns import client_proto, info_proto
 from stanpkg.stores.sql.schema import SCHEMA_VERSION
+from stanpkg.stores.sql.statements import Statements
 from stanpkg.stores.sql.subs import SqlSubscriptionStore, SubIds
 
 __all__ = ["SUB_FLUSH_INTERVAL", "SqlStore"]

@@ -22,7 +22,7 @@ from stanpkg.stores.base import TOO_MANY_SUBS, BaseSubscriptionStore, StoreError
 from stanpkg.stores.sql.db import Op
 from stanpkg.stores.sql.messages import Owner
 from stanpkg.stores.sql.pending import MAX_PER_ROW, SubPending, Write
-from stanpkg.stores.sql.records import sub_proto
+from stanpkg.stores.sql.proto_columns import sub_proto
 
 __all__ = ["SqlSubscriptionStore", "SubIds"]
 

@@ -21,7 +21,7 @@ from stanpkg.stores.file.format.framing import (
 )
 from stanpkg.stores.file.format.rewrite import rewrite_records
 from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
-from stanpkg.stores.records import client_from_proto, client_to_proto
+from stanpkg.stores.record_protos import client_from_proto, client_to_proto
 
 __all__ = [
     "CLIENTS_FILE",

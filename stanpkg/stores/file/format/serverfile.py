@@ -23,7 +23,7 @@ from stanpkg.stores.file.format.framing import (
     write_all,
 )
 from stanpkg.stores.file.format.rewrite import create_temp_file
-from stanpkg.stores.records import server_info_from_proto, server_info_to_proto
+from stanpkg.stores.record_protos import server_info_from_proto, server_info_to_proto
 
 __all__ = ["SERVER_FILE", "read_server_file", "write_server_file"]
 

@@ -11,11 +11,11 @@ from stanpkg.stores.file.format.framing import CrcFunc
 from stanpkg.stores.file.handles import HandlePool
 from stanpkg.stores.file.syncing import Syncer
 
-__all__ = ["StoreEnv"]
+__all__ = ["StoreContext"]
 
 
 @dataclass(eq=False)
-class StoreEnv:
+class StoreContext:
     config: FileStoreConfig
     log: StoreLog
     crc: CrcFunc  # always used to write
