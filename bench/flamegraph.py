@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from processes import stop_server
 from side_by_side import BUILD_HINT, ROOT, RUN, Side, run_bench, start_server
-from sidebyside.scenarios import SCENARIOS, Scenario
+from side_by_side_parts.scenarios import SCENARIOS, Scenario
 
 PROFILES = ROOT / "bench" / "results" / "profiles"  # not committed
 TOP = 25

@@ -18,7 +18,7 @@ as a JSON line and kept in ``runs.jsonl``;
 topology of stanpkg's server (one more process hop per message than the Go server with
 NATS embedded). ``--floor`` adds, on the sync round trips only, ``acker-ns`` and
 ``pyacker-ns``: a Go and a Python server in that topology that acknowledge each publish at
-once and do nothing else (bench/sidebyside/floor/), the best any such server can reach.
+once and do nothing else (bench/side_by_side_parts/floor/), the best any such server can reach.
 ``summary.md`` gives min / median / max of each side and the ratios of medians, which are
 the only figures to quote (absolute rates on this machine vary by 30 % from one hour to the
 next); ``chart.png`` draws the ratios. Each run also records the CPU seconds of every
@@ -45,10 +45,10 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from processes import free_port, stop_server  # noqa: E402 - shared by the bench scripts
-from sidebyside import procstat  # noqa: E402
-from sidebyside.rates import parse_rates  # noqa: E402
-from sidebyside.scenarios import SCENARIOS, Scenario  # noqa: E402
-from sidebyside.summary import comparisons, markdown, scaling_markdown  # noqa: E402
+from side_by_side_parts import procstat  # noqa: E402
+from side_by_side_parts.rates import parse_rates  # noqa: E402
+from side_by_side_parts.scenarios import SCENARIOS, Scenario  # noqa: E402
+from side_by_side_parts.summary import comparisons, markdown, scaling_markdown  # noqa: E402
 
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
 BUILD_HINT = """\
@@ -62,7 +62,7 @@ and stanbench. To build them (Go >= 1.19, no network needed once the clones exis
     export STANPKG_REFERENCE_DIR=/tmp/goref"""
 FLOOR_HINT = """\
 --floor needs the Go acker in STANPKG_REFERENCE_DIR; build it with the same clone:
-    bash bench/sidebyside/floor/build_acker.sh /tmp/nss.git $STANPKG_REFERENCE_DIR"""
+    bash bench/side_by_side_parts/floor/build_acker.sh /tmp/nss.git $STANPKG_REFERENCE_DIR"""
 BENCH_TIMEOUT = 900.0
 
 
@@ -77,8 +77,8 @@ class Side:
 def floor_sides(reference: Path) -> list[Side]:
     """The floors of a sync publish's round trip beside a separate nats-server: a Go and
     a Python server that acknowledge every publish at once and do nothing else."""
-    wrapper = str(ROOT / "bench" / "sidebyside" / "go_on_nats.py")
-    py_acker = str(ROOT / "bench" / "sidebyside" / "floor" / "py_acker.py")
+    wrapper = str(ROOT / "bench" / "side_by_side_parts" / "go_on_nats.py")
+    py_acker = str(ROOT / "bench" / "side_by_side_parts" / "floor" / "py_acker.py")
     go = [sys.executable, wrapper, nats_server(), str(reference / "acker")]
     python = [sys.executable, wrapper, nats_server(), py_acker]
     return [Side("acker-ns", go, reference, True), Side("pyacker-ns", python, ROOT, True)]
@@ -93,7 +93,7 @@ def sides(
     nss = str(reference / "nats-streaming-server")
     found = [Side("go", [nss], reference)]
     if go_ns:  # the Go server on a separate nats-server, the one stanpkg starts
-        wrapper = str(ROOT / "bench" / "sidebyside" / "go_on_nats.py")
+        wrapper = str(ROOT / "bench" / "side_by_side_parts" / "go_on_nats.py")
         found.append(Side("go-ns", [sys.executable, wrapper, nats_server(), nss], reference))
     found.append(Side("head", [str(ROOT / ".venv/bin/python"), "-c", RUN, "run"], ROOT))
     if baseline is not None:
@@ -301,7 +301,7 @@ def write_report(
     except ImportError:
         print("no chart: pip install 'stanpkg[bench]' for matplotlib", file=sys.stderr)
         return
-    from sidebyside.chart import draw
+    from side_by_side_parts.chart import draw
 
     draw(header, panels, sides, out_dir / "chart.png")
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sidebyside.rates import parse_rates
+from side_by_side_parts.rates import parse_rates
 
 from scaling.topology import CLUSTER_ID, channel_names
 

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import procstat  # noqa: E402 - shared with side_by_side.py
+from side_by_side_parts import procstat  # noqa: E402 - shared with side_by_side.py
 
 from scaling.load import Load, run_instances  # noqa: E402
 from scaling.report import write_report  # noqa: E402

@@ -19,10 +19,10 @@ import pytest
 from tests.bench.bench_path import ROOT, bench_on_path, run_bench_script
 
 with bench_on_path():
-    from sidebyside import procstat
-    from sidebyside.rates import parse_rates
-    from sidebyside.scenarios import SCENARIOS
-    from sidebyside.summary import compare, cpu_us_per_msg, markdown, scaling_markdown
+    from side_by_side_parts import procstat
+    from side_by_side_parts.rates import parse_rates
+    from side_by_side_parts.scenarios import SCENARIOS
+    from side_by_side_parts.summary import compare, cpu_us_per_msg, markdown, scaling_markdown
 
 # stan-bench -np 2 -ns 2, then -ns 0 -sync, as the reference's client prints them
 PUBSUB_OUTPUT = """\
@@ -251,7 +251,7 @@ def test_go_on_nats_becomes_the_go_server_and_takes_its_nats_server_along(
     )
     stand_in.chmod(0o755)
     port = free_port()
-    wrapper = ROOT / "bench" / "sidebyside" / "go_on_nats.py"
+    wrapper = ROOT / "bench" / "side_by_side_parts" / "go_on_nats.py"
     argv = [sys.executable, str(wrapper), find_nats_server_binary(), str(stand_in)]
     proc = subprocess.Popen([*argv, "-a", "127.0.0.1", "-p", str(port), "-st", "memory"])
     try:
@@ -282,8 +282,8 @@ def test_python_floor_acknowledges_sync_publishes_and_closes() -> None:
     from tests.ports import free_port
 
     port = free_port()
-    wrapper = ROOT / "bench" / "sidebyside" / "go_on_nats.py"
-    py_acker = ROOT / "bench" / "sidebyside" / "floor" / "py_acker.py"
+    wrapper = ROOT / "bench" / "side_by_side_parts" / "go_on_nats.py"
+    py_acker = ROOT / "bench" / "side_by_side_parts" / "floor" / "py_acker.py"
     argv = [sys.executable, str(wrapper), find_nats_server_binary(), str(py_acker)]
     argv += ["-a", "127.0.0.1", "-p", str(port), "-cid", "bench", "-st", "file", "-dir", "x"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
@@ -314,7 +314,7 @@ def test_floor_needs_the_go_acker(tmp_path: Path) -> None:
         (tmp_path / binary).write_text("")
     proc = _side_by_side("--floor", env={"STANPKG_REFERENCE_DIR": str(tmp_path)})
     assert proc.returncode == 2
-    assert "bench/sidebyside/floor/build_acker.sh" in proc.stderr
+    assert "bench/side_by_side_parts/floor/build_acker.sh" in proc.stderr
 
 
 def test_floor_sides_run_only_on_round_trips() -> None:

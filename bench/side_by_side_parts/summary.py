@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidebyside.scenarios import SCENARIOS
+from side_by_side_parts.scenarios import SCENARIOS
 
 Run = dict[str, Any]
 REFERENCE = "go"

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sidebyside.scenarios import LOWER_IS_BETTER
-from sidebyside.summary import REFERENCE, Comparison
+from side_by_side_parts.scenarios import LOWER_IS_BETTER
+from side_by_side_parts.summary import REFERENCE, Comparison
 
 TARGET = 0.8
 RSS_TARGET = 0.4  # issue 16: RSS for 1M stored messages ≤ 0.4× the reference's
