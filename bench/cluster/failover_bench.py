@@ -397,6 +397,7 @@ async def one_round(
     dead_proc = procs["abc".index(dead)]
     dead_children = children_of(dead_proc.pid)
     loaded: dict[str, object] = {}
+    outcome: dict[str, object] = {}
     try:
         await asyncio.sleep(2)  # let the followers settle
         if filled:
@@ -414,7 +415,7 @@ async def one_round(
             loaded["rss_mib_after"] = {
                 n: node_rss_mib(p) for n, p in zip("abc", procs, strict=True) if n != dead
             }
-        return {
+        outcome = {
             "server": name,
             "how": how,
             "fill": filled,
@@ -423,13 +424,27 @@ async def one_round(
             **result,
             **loaded,
         }
+        return outcome
     finally:
         stop([p for p in procs if p.poll() is None])
         kill_leftovers(dead_children)
-        if keep:
+        # A round that went wrong keeps its nodes' logs even without --keep: it cannot be
+        # run again to see why.
+        if keep or went_wrong(outcome):
             print(f"logs kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def went_wrong(outcome: dict[str, object]) -> bool:
+    """No outcome (the round failed), an acknowledged message lost, a failed fill
+    publish or a fill channel not ending at its last sequence."""
+    return (
+        not outcome
+        or bool(outcome.get("lost"))
+        or bool(outcome.get("fill_errors"))
+        or outcome.get("fill_last_ok") is False
+    )
 
 
 async def _acked_round(
@@ -494,7 +509,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", choices=("stanpkg", "go"), help="one side only")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
-    parser.add_argument("--keep", action="store_true", help="keep the nodes' logs")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep every round's node logs (a round that went wrong keeps them anyway)",
+    )
     parser.add_argument(
         "--kill", choices=("serving", "follower"), default="serving", help="which node dies"
     )
