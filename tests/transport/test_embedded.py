@@ -353,7 +353,14 @@ async def test_directories_of_killed_servers_are_removed_at_the_next_start(
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     async with embedded(EmbeddedNatsConfig(host="127.0.0.1", port=-1), Recorder()) as server:
         (own,) = tmpdir.iterdir()
-        assert own != left and (own / f"nats-server_{server.pid}.ports").exists()
+        assert own != left
+        # The start ends at nats-server's "Listening" line; it writes its ports file after.
+        ports = own / f"nats-server_{server.pid}.ports"
+        for _ in range(500):
+            if ports.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert ports.exists()
     assert list(tmpdir.iterdir()) == []
 
 
