@@ -322,7 +322,9 @@ class _Node:
         self.log.error(f"{reason}; stepping down to follower")
         loop = asyncio.get_running_loop()
         if self.server is not None:
-            stopping = loop.create_task(_quietly(self.server.stop(stepping_down=True)))
+            stopping = loop.create_task(
+                _stop_logged(self.server.stop(stepping_down=True), self.log)
+            )
             either: list[asyncio.Future[Any]] = [stopping, self.done]
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         gc.unfreeze()  # what the stopped server's start froze goes with it
@@ -586,7 +588,10 @@ def _claim_auth(endpoint: NatsEndpoint) -> dict[str, str]:
     return {"auth_token": endpoint.token} if endpoint.token else {}
 
 
-async def _quietly(stopping: Coroutine[Any, Any, None]) -> None:
-    """A server's stop, whose failures the stop itself logs where they matter."""
-    with contextlib.suppress(Exception):
+async def _stop_logged(stopping: Coroutine[Any, Any, None], log: Logger) -> None:
+    """A stepping-down server's stop: a failure is logged (a stop cut short may leave
+    parts of the server running), not raised into the node's own loop."""
+    try:
         await stopping
+    except Exception as exc:
+        log.error(f"Error stepping down: {exc!r}")

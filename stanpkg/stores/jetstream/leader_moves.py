@@ -16,6 +16,11 @@ to them (the first write to a channel waits for its stream's move, and moves it 
 if that one did not land), and the records and the lease by a sweep at promotion and
 every GATHER_INTERVAL (their writes are few, and retried), with the shared streams whose
 move at promotion did not land while nothing is written to them.
+
+Only a node that holds a fresh lease asks: a node that lost it and moved the lease's
+stream anyway would take that stream's leader from its successor, whose renewals then
+wait for a new one; under load that costs the successor its lease too, and the lease
+passes from node to node.
 """
 
 from __future__ import annotations
@@ -40,17 +45,28 @@ MOVE_ASK_AGAIN = 1.0  # seconds after a step-down that did not land here
 MOVE_REQUEST_TIMEOUT = 1.0
 
 
+def _always() -> bool:
+    return True
+
+
 class LeaderGathering:
     """Sweep ``streams()`` now and then, asking each one led elsewhere to move its
     leadership to the JetStream server this node's connection is on; :meth:`lead_here`
-    moves one at once."""
+    moves one at once. Nothing is asked while ``entitled()`` is false (the store's: this
+    node serves under a fresh lease)."""
 
     def __init__(
-        self, conn: NatsConnection, streams: Callable[[], Iterable[str]], log: StoreLog
+        self,
+        conn: NatsConnection,
+        streams: Callable[[], Iterable[str]],
+        log: StoreLog,
+        *,
+        entitled: Callable[[], bool] = _always,
     ) -> None:
         self._conn = conn
         self._streams = streams
         self._log = log
+        self._entitled = entitled
         self._task: asyncio.Task[None] | None = None
         self.moved = 0  # leaderships asked over since the start
 
@@ -72,6 +88,8 @@ class LeaderGathering:
         asked_at = -MOVE_ASK_AGAIN
         last_problem = "its leader did not move"
         while loop.time() < deadline:
+            if not self._entitled():
+                return False  # the write it waits for is refused anyway
             ask = loop.time() - asked_at >= MOVE_ASK_AGAIN  # a step-down may land elsewhere
             wait = min(MOVE_REQUEST_TIMEOUT, max(0.05, deadline - loop.time()))
             try:
@@ -121,7 +139,9 @@ class LeaderGathering:
 
         async def one(stream: str) -> str:
             async with limit:
-                outcome = await lead_stream_from(self._conn, stream, server)
+                # Looked at again for each stream: the lease may go during the sweep.
+                ask = self._entitled()
+                outcome = await lead_stream_from(self._conn, stream, server, ask=ask)
             if outcome == "asked":
                 self._log.notice(f"Moving the JetStream leader of stream {stream} here")
             return outcome
@@ -187,12 +207,19 @@ class SharedStreamMoves:
 
 
 def gather_leaders(
-    conn: NatsConnection, records: list[str], shared: list[str], log: StoreLog
+    conn: NatsConnection,
+    records: list[str],
+    shared: list[str],
+    log: StoreLog,
+    entitled: Callable[[], bool],
 ) -> SharedStreamMoves:
     """The leaders of ``records`` (the records' and the lease's streams) gathered onto
     this node by a sweep, with the ``shared`` streams whose move at promotion missed; the
-    shared streams' moves, each started once its stream answers (``start``)."""
-    gathering = LeaderGathering(conn, lambda: [*records, *moves.missed(shared)], log)
+    shared streams' moves, each started once its stream answers (``start``). Nothing is
+    asked while ``entitled()`` is false."""
+    gathering = LeaderGathering(
+        conn, lambda: [*records, *moves.missed(shared)], log, entitled=entitled
+    )
     moves = SharedStreamMoves(gathering)
     gathering.start()
     return moves

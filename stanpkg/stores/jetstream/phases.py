@@ -64,8 +64,12 @@ class ServingTerm:
     def records(self) -> ReplicatedMap:
         return self.contention.records
 
-    def stop(self) -> None:
-        """The promotion's loads and the leaders' moves stopped."""
+    def stop_moves(self) -> None:
+        """No leader is moved here any more (the lease is lost: see ``leader_moves``)."""
         if self.moves is not None:
             self.moves.cancel()
+
+    def stop(self) -> None:
+        """The promotion's loads and the leaders' moves stopped."""
+        self.stop_moves()
         self.loads.cancel()

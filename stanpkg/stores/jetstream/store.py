@@ -144,8 +144,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
         records.fence = self._check_lease
 
         def lost(reason: str) -> None:
-            contention.serving = False
-            on_lost(f"cluster lease lost: {reason}")
+            self._step_back(contention, f"cluster lease lost: {reason}")
 
         lease = Lease.for_cluster(
             link.endpoint, settings.cluster_id, settings.node_id,
@@ -265,8 +264,9 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
         moves = None
         if settings.replicas > 1:
             moves = gather_leaders(
-                writer.conn, self._record_streams(), writer.streams.names(), self.log
-            )
+                writer.conn, self._record_streams(), writer.streams.names(), self.log,
+                entitled=lambda: contention.serving and contention.lease.fresh,
+            )  # fmt: skip
         loads = self._channel_loads(writer.streams, patience, decoded, self._load_failed, moves)
         self._term = ServingTerm(contention, writer, loads, moves)
         if decoded is not None:
@@ -327,7 +327,17 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
             return
         self.log.error(f"Unable to serve the cluster: {reason}")
         assert self._contention is not None
-        self._contention.on_lost(f"cluster state not loaded: {reason}")
+        self._step_back(self._contention, f"cluster state not loaded: {reason}")
+
+    def _step_back(self, contention: Contention, reason: str) -> None:
+        """This node serves no more. Its moves of leaders stop at once, not when the
+        server's stop closes the store (which can take long on a loaded node): moved here,
+        the lease's stream would leave the successor (see ``leader_moves``). Then the
+        server steps back to standby."""
+        contention.serving = False
+        if self._term is not None:
+            self._term.stop_moves()
+        contention.on_lost(reason)
 
     async def load_channels(self, names: list[str]) -> RecoveredState:
         """While serving: the channels ``names`` another writer (``stanpkg migrate``)

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import time
 
+import nats
 import pytest
 
+from stanpkg.server.log import Logger
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.layout import shared_stream_name
+from stanpkg.stores.jetstream import leader_moves
+from stanpkg.stores.jetstream.layout import LEASE_KEY, kv_stream, lease_bucket, shared_stream_name
 from stanpkg.stores.jetstream.leader_moves import LeaderGathering, SharedStreamMoves
+from stanpkg.stores.jetstream.settings import ClusterSettings
+from stanpkg.stores.jetstream.store import ClusteredStore
 from stanpkg.stores.jetstream.stream_management import (
     ensure_stream,
     lead_stream_from,
@@ -19,8 +25,9 @@ from stanpkg.stores.jetstream.stream_management import (
     stream_replicas,
 )
 from stanpkg.transport.connection import NatsConnection
+from stanpkg.transport.endpoint import NatsEndpoint
 from stanpkg.transport.errors import NatsError
-from tests.server.conftest import new_cluster_id
+from tests.server.conftest import make_plan, new_cluster_id
 from tests.stores.file.helpers import LogCapture
 from tests.stores.jetstream.conftest import NatsProc
 from tests.stores.jetstream.test_streams import connected
@@ -167,3 +174,69 @@ async def test_a_first_write_moves_its_stream_again_when_the_move_at_promotion_f
         await asyncio.gather(first, second)
         assert await leader_of(conn, stream) == "js3"
         moves.cancel()
+
+
+async def test_a_gathering_not_entitled_asks_nothing(jetstream_cluster: list[NatsProc]) -> None:
+    """A node whose lease is gone asks no stream to move (the lease's stream would leave
+    the successor): neither a sweep nor a first write's move."""
+    urls = [url for _, url in jetstream_cluster]
+    async with connected(urls[1]) as conn:  # js2
+        streams = await make_streams(conn, ["unentitled"], replicas=3)
+        await current_everywhere(conn, streams[0])
+        if await leader_of(conn, streams[0]) == "js2":
+            await lead_stream_from(conn, streams[0], "js1")
+            await until_led_by(conn, streams, "js1")
+        entitled = False
+        log = LogCapture()
+        gathering = LeaderGathering(conn, lambda: streams, log, entitled=lambda: entitled)
+        assert await gathering.sweep() == 0
+        assert await gathering.lead_here(streams[0]) is False
+        assert await leader_of(conn, streams[0]) != "js2" and gathering.moved == 0
+        assert log.texts("WRN") == []  # nothing to warn of: the write is refused anyway
+        entitled = True
+        await current_everywhere(conn, streams[0])
+        assert await gathering.sweep() == 1
+        await until_led_by(conn, streams, "js2")
+
+
+async def test_a_node_that_lost_its_lease_moves_no_leader_to_itself(
+    jetstream_cluster: list[NatsProc], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moves stop when the lease is lost, not when the server's stop closes the store
+    (a loaded node took 90 s): else each sweep took the lease's stream from the successor,
+    whose renewals then waited out an election, and under load the lease went round."""
+    monkeypatch.setattr(leader_moves, "GATHER_INTERVAL", 0.2)
+    urls = [url for _, url in jetstream_cluster]
+    cluster_id = new_cluster_id()
+    plan = make_plan("-st", "file", "-dir", "unused", "-clustered", "-cluster_node_id", "a",
+                     cluster_id=cluster_id)  # fmt: skip
+    settings = ClusterSettings(cluster_id, "a", ("b", "c"), replicas=3, lease_ttl=2.0)
+    store = ClusteredStore(plan, Logger(stream=io.StringIO(), debug=False, trace=False), settings)
+    lost: list[str] = []
+    lease_stream = kv_stream(lease_bucket(cluster_id))
+    try:
+        await store.connect(NatsEndpoint(urls[0]))  # js1
+        assert await store.acquire_exclusive_lock(lost.append)
+        async with connected(urls[1]) as conn:
+            await until_led_by(conn, [lease_stream], "js1")  # gathered to the serving node
+            nc = await nats.connect(urls[1])
+            try:  # another node takes the lease over, as a successor does
+                kv = await nc.jetstream().key_value(lease_bucket(cluster_id))
+                entry = await kv.get(LEASE_KEY)
+                await kv.update(LEASE_KEY, b"b", last=entry.revision)
+            finally:
+                await nc.close()
+            deadline = time.monotonic() + 10
+            while not lost:
+                assert time.monotonic() < deadline, "the lease's loss went unnoticed"
+                await asyncio.sleep(0.05)
+            # The successor gathers the lease's stream; the old node, not closed yet,
+            # leaves it there through several sweeps.
+            await current_everywhere(conn, lease_stream)
+            await lead_stream_from(conn, lease_stream, "js2")
+            await until_led_by(conn, [lease_stream], "js2")
+            await asyncio.sleep(1.5)
+            assert await leader_of(conn, lease_stream) == "js2"
+    finally:
+        store.close()
+        await asyncio.sleep(0.2)
