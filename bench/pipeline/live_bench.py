@@ -19,7 +19,6 @@ modification time minus the server's timestamp (p50/p99).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -34,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_session import round_options, start_spark  # noqa: E402
 from processes import free_port, stop_server  # noqa: E402
 
 from stanpkg.client import StanBenchClient  # noqa: E402
-from stanpkg.pipeline import register  # noqa: E402
 from stanpkg.pipeline.live_client import RangeRead, channel_bounds, iter_ranges  # noqa: E402
 from stanpkg.pipeline.live_options import LiveOptions  # noqa: E402
 from stanpkg.pipeline.live_source import to_record_batch  # noqa: E402
@@ -170,33 +169,11 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--channels", default="1,10")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--size", type=int, default=128)
+    parser = round_options(__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=5000, help="latency run, msgs/s")
     parser.add_argument("--seconds", type=float, default=10, help="latency run length")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--server", choices=("stanpkg", "go"), default="stanpkg")
     args = parser.parse_args()
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    print(
-        f"{args.messages} messages of {args.size} B per round, {args.rounds} rounds, "
-        f"master {args.master}, {args.server} server (memory store)",
-        flush=True,
-    )
+    spark = start_spark(args, {"spark.sql.shuffle.partitions": "2"})
     rows_out = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

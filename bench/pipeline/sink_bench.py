@@ -18,9 +18,7 @@ Min/median/max over the rounds.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -32,10 +30,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from bench_session import round_options, start_spark  # noqa: E402
 from live_bench import Server, spread  # noqa: E402
 from processes import stop_server  # noqa: E402
 
-from stanpkg.pipeline import register  # noqa: E402
 from stanpkg.pipeline.sink_options import SinkOptions  # noqa: E402
 from stanpkg.pipeline.sink_publish import publish_batches  # noqa: E402
 
@@ -106,31 +104,8 @@ def publisher_alone(server: Server, prefix: str, channels: int, count: int, size
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--channels", default="1,10")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--size", type=int, default=128)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--server", choices=("stanpkg", "go"), default="stanpkg")
-    args = parser.parse_args()
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    print(
-        f"{args.messages} messages of {args.size} B per round, {args.rounds} rounds, "
-        f"master {args.master}, {args.server} server (memory store)",
-        flush=True,
-    )
+    args = round_options(__doc__.split("\n")[0]).parse_args()
+    spark = start_spark(args, {"spark.ui.showConsoleProgress": "false"})
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(Path(tmp), args.server)
