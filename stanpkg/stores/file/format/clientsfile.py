@@ -6,21 +6,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
-
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord
 from stanpkg.stores.file.format.appender import RecordAppender
-from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
-from stanpkg.stores.file.format.framing import (
-    CrcFunc,
-    RecordScan,
-    check_version,
-    crc32_func,
-    encode_record,
-)
+from stanpkg.stores.file.format.errors import InvalidRecordTypeError
+from stanpkg.stores.file.format.framing import CrcFunc, crc32_func, encode_record
 from stanpkg.stores.file.format.rewrite import rewrite_records
-from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
+from stanpkg.stores.file.format.typed_replay import TypedFileReplay, replay_typed_records
 from stanpkg.stores.record_protos import client_from_proto, client_to_proto
 
 __all__ = [
@@ -38,18 +30,12 @@ CLIENT_ADD = 1
 CLIENT_DELETE = 2
 
 
-@dataclass(frozen=True, slots=True)
-class ClientsReplay:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientsReplay(TypedFileReplay):
     """Live clients (insertion order) + the compaction bookkeeping of §4.1."""
 
     clients: dict[str, ClientRecord]
     delete_records: int
-    records_size: int  # bytes of records (version header excluded)
-    end: int  # offset after the last good record: appends go there
-    zero_tail_at: int | None
-    truncated_at: int | None  # set when truncate_bad_eof cut a bad record
-    # The reference's log lines of that truncation (empty when nothing was cut).
-    truncation_log: tuple[str, ...] = ()
 
 
 def replay_clients(
@@ -59,42 +45,27 @@ def replay_clients(
 
     ``repair`` cuts a zero tail off the file (the reference's recovery write).
     """
-    with open(path, "rb") as f:
-        data = f.read()
-    check_version(data, path)
     clients: dict[str, ClientRecord] = {}
     deletes = 0
-    scan = RecordScan(data, path, typed=True, crc=crc)
-    with truncate_or_raise(path, truncate_bad_eof) as truncation:
-        for offset, rec_type, start, size in scan:
-            payload = data[start : start + size]
-            try:
-                if rec_type == CLIENT_ADD:
-                    info = spb.ClientInfo.FromString(payload)
-                    clients.pop(info.ID, None)
-                    clients[info.ID] = client_from_proto(info)
-                elif rec_type == CLIENT_DELETE:
-                    clients.pop(spb.ClientDelete.FromString(payload).ID, None)
-                    deletes += 1
-                else:
-                    raise InvalidRecordTypeError(
-                        f"invalid client record type: {rec_type}", path=path, offset=offset
-                    )
-            except DecodeError as exc:
-                raise RecordDecodeError(
-                    f"invalid client record: {exc}", path=path, offset=offset
-                ) from None
-    if repair and scan.zero_tail_at is not None:
-        truncate_file(path, scan.zero_tail_at)
-    return ClientsReplay(
-        clients=clients,
-        delete_records=deletes,
-        records_size=scan.end - 4,
-        end=scan.end,
-        zero_tail_at=scan.zero_tail_at,
-        truncated_at=truncation.offset,
-        truncation_log=tuple(truncation.log),
+
+    def apply(offset: int, rec_type: int, payload: bytes) -> None:
+        nonlocal deletes
+        if rec_type == CLIENT_ADD:
+            info = spb.ClientInfo.FromString(payload)
+            clients.pop(info.ID, None)
+            clients[info.ID] = client_from_proto(info)
+        elif rec_type == CLIENT_DELETE:
+            clients.pop(spb.ClientDelete.FromString(payload).ID, None)
+            deletes += 1
+        else:
+            raise InvalidRecordTypeError(
+                f"invalid client record type: {rec_type}", path=path, offset=offset
+            )
+
+    replayed = replay_typed_records(
+        path, apply, crc=crc, truncate_bad_eof=truncate_bad_eof, repair=repair, what="client"
     )
+    return ClientsReplay(clients=clients, delete_records=deletes, **replayed.bookkeeping())
 
 
 class ClientsFileWriter(RecordAppender):

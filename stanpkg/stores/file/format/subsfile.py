@@ -6,21 +6,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
-
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import RecoveredSubscription, SubRecord
 from stanpkg.stores.file.format.appender import RecordAppender
-from stanpkg.stores.file.format.errors import InvalidRecordTypeError, RecordDecodeError
-from stanpkg.stores.file.format.framing import (
-    CrcFunc,
-    RecordScan,
-    check_version,
-    crc32_func,
-    encode_record,
-)
+from stanpkg.stores.file.format.errors import InvalidRecordTypeError
+from stanpkg.stores.file.format.framing import CrcFunc, crc32_func, encode_record
 from stanpkg.stores.file.format.rewrite import rewrite_records
-from stanpkg.stores.file.format.truncation import truncate_file, truncate_or_raise
+from stanpkg.stores.file.format.typed_replay import TypedFileReplay, replay_typed_records
 from stanpkg.stores.record_protos import sub_from_proto, sub_to_proto
 
 __all__ = [
@@ -40,8 +32,8 @@ SUBS_FILE = "subs.dat"
 SUB_NEW, SUB_UPDATE, SUB_DELETE, SUB_ACK, SUB_SENT = 1, 2, 3, 4, 5
 
 
-@dataclass(frozen=True, slots=True)
-class SubsReplay:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubsReplay(TypedFileReplay):
     """Replayed subscriptions (by ID, file order) + the bookkeeping of §5.3.
 
     A record's ``last_sent`` already includes every sequence recorded as sent (type-5
@@ -52,12 +44,6 @@ class SubsReplay:
     max_sub_id: int
     num_recs: int
     del_recs: int
-    records_size: int
-    end: int
-    zero_tail_at: int | None
-    truncated_at: int | None
-    # The reference's log lines of that truncation (empty when nothing was cut).
-    truncation_log: tuple[str, ...] = ()
 
 
 def replay_subs(
@@ -65,59 +51,52 @@ def replay_subs(
 ) -> SubsReplay:
     """Replay the records in file order (§5.2); ``repair`` cuts a zero tail off the file
     (the reference's recovery write)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    check_version(data, path)
     states: dict[int, spb.SubState] = {}
     pending: dict[int, set[int]] = {}
     max_id = num_recs = del_recs = 0
     update = spb.SubStateUpdate()
-    scan = RecordScan(data, path, typed=True, crc=crc)
-    with truncate_or_raise(path, truncate_bad_eof) as truncation:
-        for offset, rec_type, start, size in scan:
-            payload = data[start : start + size]
-            try:
-                if rec_type in (SUB_SENT, SUB_ACK):
-                    update.ParseFromString(payload)
-                    seqs = pending.get(update.ID)
-                    if seqs is None:
-                        continue  # unknown IDs ignored (and not counted)
-                    if rec_type == SUB_SENT:
-                        seqs.add(update.seqno)
-                        state = states[update.ID]
-                        if update.seqno > state.lastSent:
-                            state.lastSent = update.seqno
-                        num_recs += 1
-                    else:
-                        seqs.discard(update.seqno)
-                        del_recs += 1
-                elif rec_type in (SUB_NEW, SUB_UPDATE):
-                    state = spb.SubState.FromString(payload)
-                    existed = state.ID in states
-                    states[state.ID] = state
-                    if rec_type == SUB_NEW or not existed:
-                        pending[state.ID] = set()  # a new record starts with no pending
-                    if rec_type == SUB_UPDATE and existed:
-                        del_recs += 1
-                    if rec_type == SUB_NEW or existed:
-                        num_recs += 1
-                    max_id = max(max_id, state.ID)
-                elif rec_type == SUB_DELETE:
-                    sub_id = spb.SubStateDelete.FromString(payload).ID
-                    if sub_id in states:
-                        del states[sub_id]
-                        del_recs += 1 + len(pending.pop(sub_id))
-                    max_id = max(max_id, sub_id)
-                else:
-                    raise InvalidRecordTypeError(
-                        f"unexpected record type: {rec_type}", path=path, offset=offset
-                    )
-            except DecodeError as exc:
-                raise RecordDecodeError(
-                    f"invalid subscription record: {exc}", path=path, offset=offset
-                ) from None
-    if repair and scan.zero_tail_at is not None:
-        truncate_file(path, scan.zero_tail_at)
+
+    def apply(offset: int, rec_type: int, payload: bytes) -> None:
+        nonlocal max_id, num_recs, del_recs
+        if rec_type in (SUB_SENT, SUB_ACK):
+            update.ParseFromString(payload)
+            seqs = pending.get(update.ID)
+            if seqs is None:
+                return  # unknown IDs ignored (and not counted)
+            if rec_type == SUB_SENT:
+                seqs.add(update.seqno)
+                state = states[update.ID]
+                if update.seqno > state.lastSent:
+                    state.lastSent = update.seqno
+                num_recs += 1
+            else:
+                seqs.discard(update.seqno)
+                del_recs += 1
+        elif rec_type in (SUB_NEW, SUB_UPDATE):
+            state = spb.SubState.FromString(payload)
+            existed = state.ID in states
+            states[state.ID] = state
+            if rec_type == SUB_NEW or not existed:
+                pending[state.ID] = set()  # a new record starts with no pending
+            if rec_type == SUB_UPDATE and existed:
+                del_recs += 1
+            if rec_type == SUB_NEW or existed:
+                num_recs += 1
+            max_id = max(max_id, state.ID)
+        elif rec_type == SUB_DELETE:
+            sub_id = spb.SubStateDelete.FromString(payload).ID
+            if sub_id in states:
+                del states[sub_id]
+                del_recs += 1 + len(pending.pop(sub_id))
+            max_id = max(max_id, sub_id)
+        else:
+            raise InvalidRecordTypeError(
+                f"unexpected record type: {rec_type}", path=path, offset=offset
+            )
+
+    replayed = replay_typed_records(
+        path, apply, crc=crc, truncate_bad_eof=truncate_bad_eof, repair=repair, what="subscription"
+    )
     subs = {
         sid: RecoveredSubscription(sub_from_proto(st), sorted(pending[sid]))
         for sid, st in states.items()
@@ -127,11 +106,7 @@ def replay_subs(
         max_sub_id=max_id,
         num_recs=num_recs,
         del_recs=del_recs,
-        records_size=scan.end - 4,
-        end=scan.end,
-        zero_tail_at=scan.zero_tail_at,
-        truncated_at=truncation.offset,
-        truncation_log=tuple(truncation.log),
+        **replayed.bookkeeping(),
     )
 
 
