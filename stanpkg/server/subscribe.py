@@ -16,6 +16,7 @@ from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.channels import Channel, ChannelError
 from stanpkg.server.clients import Client
 from stanpkg.server.sub_validation import request_error
+from stanpkg.server.subscription_handler import SubscriptionHandler
 from stanpkg.server.subscriptions import QueueGroup, Subscription, durable_key
 from stanpkg.stores.base import MessageStore, StoreError, SubRecord
 
@@ -51,7 +52,7 @@ def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
     return first - 1 if first > 0 else 0  # First
 
 
-class SubscribeRequests:
+class SubscribeRequests(SubscriptionHandler):
     def __init__(
         self,
         context: HandlerContext,
@@ -61,16 +62,8 @@ class SubscribeRequests:
         partitions: ChannelPartitions | None,
         remove: Callable[[Subscription, bool], None],
     ) -> None:
+        super().__init__(context, channels=channels, delivery=delivery, partitions=partitions)
         self.replace_durable = context.plan.replace_durable
-        self.log = context.log
-        self.clients = context.clients
-        self.channels = channels
-        self.delivery = delivery
-        self.partitions = partitions
-        self.control = context.control
-        self.conn = context.conn
-        self.acks_conn = context.acks_conn  # where the subscriptions' ack inboxes are subscribed
-        self.ack_barrier = context.ack_barrier
         self.new_inbox = context.conn.new_inbox  # a subscription's ack inbox
         self.remove = remove  # unsubscribe.Removals.remove: a replaced durable leaves
 

@@ -10,6 +10,7 @@ from google.protobuf.message import DecodeError
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.server import errors, non_utf8_requests
 from stanpkg.server.clients import Client
+from stanpkg.server.subscription_handler import SubscriptionHandler
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.stores.base import StoreError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Removals"]
 
 
-class Removals:
+class Removals(SubscriptionHandler):
     def __init__(
         self,
         context: HandlerContext,
@@ -31,16 +32,8 @@ class Removals:
         delivery: Delivery,
         partitions: ChannelPartitions | None,
     ) -> None:
-        self.log = context.log
-        self.clients = context.clients
+        super().__init__(context, channels=channels, delivery=delivery, partitions=partitions)
         self.store = context.store
-        self.channels = channels
-        self.delivery = delivery
-        self.partitions = partitions
-        self.control = context.control
-        self.conn = context.conn
-        self.acks_conn = context.acks_conn  # where the subscriptions' ack inboxes are subscribed
-        self.ack_barrier = context.ack_barrier
 
     # -- requests ---------------------------------------------------------------------
 
