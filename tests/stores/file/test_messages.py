@@ -291,17 +291,23 @@ def test_custom_crc_polynomial(tmp_path: Path) -> None:
     store.close()
 
 
-def test_flush_fsyncs_data_and_index(tmp_path: Path, monkeypatch: object) -> None:
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the FILE store fsyncs from now on, in order (the fsyncs still happen)."""
     from stanpkg.stores.file import syncing
 
-    synced: list[str] = []
+    paths: list[str] = []
     real = syncing.fsync_item
 
     def spy(item: int | str) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{item}") if isinstance(item, int) else item)
+        paths.append(os.readlink(f"/proc/self/fd/{item}") if isinstance(item, int) else item)
         real(item)
 
-    monkeypatch.setattr(syncing, "fsync_item", spy)  # type: ignore[attr-defined]
+    monkeypatch.setattr(syncing, "fsync_item", spy)
+    return paths
+
+
+def test_flush_fsyncs_data_and_index(tmp_path: Path, synced: list[str]) -> None:
     store, _ = fresh_store(tmp_path)
     ch = store.create_channel("foo")
     store_messages(ch.msgs, "foo", 1, 3, timestamp=T0)
@@ -327,18 +333,11 @@ def test_flush_fsyncs_data_and_index(tmp_path: Path, monkeypatch: object) -> Non
     store.close()
 
 
-def test_auto_sync_fsyncs_in_the_background(tmp_path: Path, monkeypatch: object) -> None:
+def test_auto_sync_fsyncs_in_the_background(
+    tmp_path: Path, monkeypatch: object, synced: list[str]
+) -> None:
     from stanpkg.stores.file import store as store_module
-    from stanpkg.stores.file import syncing
 
-    synced: list[str] = []
-    real = syncing.fsync_item
-
-    def spy(item: int | str) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{item}") if isinstance(item, int) else item)
-        real(item)
-
-    monkeypatch.setattr(syncing, "fsync_item", spy)  # type: ignore[attr-defined]
     monkeypatch.setattr(store_module, "TICK_SECONDS", 0.02)  # type: ignore[attr-defined]
 
     async def scenario() -> None:
