@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from stanpkg.plan.limits import Limits
+from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import ClientRecord, ServerInfo, SubRecord
+from stanpkg.stores.file.format import StoredMessage
 
 
 def _fixtures_root() -> Path:
@@ -122,3 +124,14 @@ def make_small_store(root: Path, *, key: bytes | None = None, n: int = 6) -> Pat
             sw.sent(1, seq)
         sw.acked(1, 1)
     return root
+
+
+def message_record(m: StoredMessage) -> bytes:
+    """The MsgProto a slice holds for a message read back (``redelivered`` is not stored)."""
+    return pb.MsgProto(
+        sequence=m.sequence,
+        subject=m.subject,
+        reply=m.reply,
+        data=m.data,
+        timestamp=m.timestamp,
+    ).SerializeToString()

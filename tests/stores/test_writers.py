@@ -41,7 +41,7 @@ from stanpkg.stores.file.format import (
 from stanpkg.stores.file.format.index import index_position, read_index_entry
 from stanpkg.stores.file.format.subsfile import SUB_DELETE, SUB_NEW, SUB_SENT, SUB_UPDATE
 from stanpkg.stores.record_protos import client_from_proto, sub_from_proto
-from tests.stores.filestore_helpers import datastore_dir
+from tests.stores.filestore_helpers import datastore_dir, message_record
 
 CASTAGNOLI = 0x82F63B78
 
@@ -168,17 +168,7 @@ def test_round_trip(tmp_path: Path, key: bytes | None, cipher: int) -> None:
         ]
         raw = open_datastore(root)  # without the key: payloads as stored
         assert info.total_bytes == sum(
-            len(
-                pb.MsgProto(
-                    sequence=m.sequence,
-                    subject=m.subject,
-                    reply=m.reply,
-                    data=m.data,
-                    timestamp=m.timestamp,
-                ).SerializeToString()
-            )
-            + 40
-            for m in raw.iter_messages(channel)
+            len(message_record(m)) + 40 for m in raw.iter_messages(channel)
         )
         subs = info.subscriptions
         assert sorted(subs) == [1, 3] and info.max_sub_id == 3

@@ -20,6 +20,7 @@ from stanpkg.stores.base import ClientRecord, MessageBatch, SubRecord
 from stanpkg.stores.file.format import ChannelWriter, SliceLimits, open_datastore
 from tests.stores.file.helpers import T0, fresh_store, open_store, payload, store_messages
 from tests.stores.file.test_recovery import fixture_store
+from tests.stores.filestore_helpers import message_record
 
 V1 = b"\x01\x00\x00\x00"
 
@@ -128,16 +129,7 @@ def test_layout_and_framing(tmp_path: Path) -> None:
     assert set(ds.clients) == {"c1"} and ds.cluster_id == "test"
     for name, recs in written.items():
         got = [m for m in ds.iter_messages(name)]
-        assert [
-            pb.MsgProto(
-                sequence=m.sequence,
-                subject=m.subject,
-                reply=m.reply,
-                data=m.data,
-                timestamp=m.timestamp,
-            ).SerializeToString()
-            for m in got
-        ] == recs
+        assert [message_record(m) for m in got] == recs
         sub = ds.channel(name).subscriptions[1]
         assert sub.pending == [1, 3]
         assert sub.record.durable_name == "d" and sub.record.last_sent == 3
