@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import nats
 import pytest
@@ -64,6 +64,28 @@ BIG = "zz.big"  # converted last (channels go by name)
 BIG_COUNT = 60_000
 
 
+class Layout1(NamedTuple):
+    manifest: dict[str, Any]
+    cluster_id: str
+    url: str
+    config: Path  # a node's configuration file (LIMITS)
+
+
+@pytest.fixture
+def layout1(cluster: Cluster, tmp_path: Path) -> Iterator[Layout1]:  # noqa: F811
+    """A nats-server on a copy of the cluster written by the stream-per-channel release
+    (the ``cluster`` fixture's nodes take its cluster ID), stopped after the test."""
+    manifest = layout1_manifest()
+    cid = cluster.cluster_id = manifest["cluster_id"]
+    config = tmp_path / "node.conf"
+    config.write_text(LIMITS)
+    server = start_layout1_fixture(tmp_path)
+    try:
+        yield Layout1(manifest, cid, server[1], config)
+    finally:
+        stop_nats([server])
+
+
 def _node_args(url: str, config: Path) -> list[str]:
     return [
         "-sc", str(config), "-ns", url, "-clustered", "-cluster_bootstrap",
@@ -108,138 +130,122 @@ async def _subject_sequences(url: str, cluster_id: str, channel: str) -> list[in
 @pytest.mark.slow
 async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     cluster: Cluster,  # noqa: F811
-    tmp_path: Path,
+    layout1: Layout1,
 ) -> None:
-    manifest = layout1_manifest()
-    cid = cluster.cluster_id = manifest["cluster_id"]
-    config = tmp_path / "node.conf"
-    config.write_text(LIMITS)
-    server = start_layout1_fixture(tmp_path)
-    url = server[1]
+    manifest, cid, url, config = layout1
+    legacy = {legacy_stream_name(cid, name) for name in manifest["channels"]}
+    assert legacy <= await _stream_names(url)
+    node = cluster.start("b", _node_args(url, config))
+    node.wait_for(READY)
+    log = node.log()
+    assert "Converting 4 channel(s) from a stream each to 16 shared stream(s)" in log
+    assert "Converted channel 'orders': 20 message(s) copied" in log
+    assert "Converted 4 channel(s) (29 message(s) copied)" in log
+    names = await _stream_names(url)
+    assert not names & legacy
+    assert {shared_stream_name(cid, k) for k in range(DEFAULT_CHANNEL_STREAMS)} <= names
+    records = await _records(url, cid)
+    assert json.loads(records[LAYOUT_KEY]) == {"version": 2, "channel_streams": 16}
+
+    client = await StanClient.connect(url, cid, "reader")
+    for name, want in manifest["channels"].items():
+        sub = await client.subscribe(name, start=pb.First)
+        got = await sub.collect(len(want["data"])) if want["data"] else []
+        await sub.assert_nothing(0.3)
+        assert [m.sequence for m in got] == list(range(want["first"], want["last"] + 1))
+        assert [m.data.decode() for m in got] == want["data"], name
+        status, body = node.http(f"/streaming/channelsz?channel={name}")
+        assert status == 200, body
+        figures = json.loads(body)
+        assert (figures["first_seq"], figures["last_seq"]) == (want["first"], want["last"])
+    # The channel whose messages all aged out goes on after its last sequence.
+    await client.publish("expired", b"after")
+    sub = await client.subscribe("expired", start=pb.First)
+    assert [(m.sequence, m.data) for m in await sub.collect(1)] == [(3, b"after")]
+    await client.close()
+
+    # The durable resumes with the messages it had not acknowledged, redelivered.
+    durable = manifest["durable"]
+    owner = await StanClient.connect(url, cid, durable["client"])
+    sub = await owner.subscribe(
+        durable["channel"], durable=durable["name"], manual_acks=True, max_inflight=100
+    )
+    redelivered = await sub.collect(len(durable["pending"]))
+    assert sorted(m.sequence for m in redelivered) == durable["pending"]
+    assert all(m.redelivered for m in redelivered)
+    await owner.publish("orders", b"new")
+    (fresh,) = await sub.collect(1)
+    assert (fresh.sequence, fresh.data, fresh.redelivered) == (21, b"new", False)
+    await owner.close()
+
+    # A plain JetStream consumer reads a converted channel from its subject.
+    index = channel_stream_index("orders", DEFAULT_CHANNEL_STREAMS)
+    nc = await nats.connect(url)
     try:
-        legacy = {legacy_stream_name(cid, name) for name in manifest["channels"]}
-        assert legacy <= await _stream_names(url)
-        node = cluster.start("b", _node_args(url, config))
-        node.wait_for(READY)
-        log = node.log()
-        assert "Converting 4 channel(s) from a stream each to 16 shared stream(s)" in log
-        assert "Converted channel 'orders': 20 message(s) copied" in log
-        assert "Converted 4 channel(s) (29 message(s) copied)" in log
-        names = await _stream_names(url)
-        assert not names & legacy
-        assert {shared_stream_name(cid, k) for k in range(DEFAULT_CHANNEL_STREAMS)} <= names
-        records = await _records(url, cid)
-        assert json.loads(records[LAYOUT_KEY]) == {"version": 2, "channel_streams": 16}
-
-        client = await StanClient.connect(url, cid, "reader")
-        for name, want in manifest["channels"].items():
-            sub = await client.subscribe(name, start=pb.First)
-            got = await sub.collect(len(want["data"])) if want["data"] else []
-            await sub.assert_nothing(0.3)
-            assert [m.sequence for m in got] == list(range(want["first"], want["last"] + 1))
-            assert [m.data.decode() for m in got] == want["data"], name
-            status, body = node.http(f"/streaming/channelsz?channel={name}")
-            assert status == 200, body
-            figures = json.loads(body)
-            assert (figures["first_seq"], figures["last_seq"]) == (want["first"], want["last"])
-        # The channel whose messages all aged out goes on after its last sequence.
-        await client.publish("expired", b"after")
-        sub = await client.subscribe("expired", start=pb.First)
-        assert [(m.sequence, m.data) for m in await sub.collect(1)] == [(3, b"after")]
-        await client.close()
-
-        # The durable resumes with the messages it had not acknowledged, redelivered.
-        durable = manifest["durable"]
-        owner = await StanClient.connect(url, cid, durable["client"])
-        sub = await owner.subscribe(
-            durable["channel"], durable=durable["name"], manual_acks=True, max_inflight=100
+        reader = await nc.jetstream().subscribe(
+            channel_subject(cid, index, "orders"),
+            stream=shared_stream_name(cid, index),
+            ordered_consumer=True,
         )
-        redelivered = await sub.collect(len(durable["pending"]))
-        assert sorted(m.sequence for m in redelivered) == durable["pending"]
-        assert all(m.redelivered for m in redelivered)
-        await owner.publish("orders", b"new")
-        (fresh,) = await sub.collect(1)
-        assert (fresh.sequence, fresh.data, fresh.redelivered) == (21, b"new", False)
-        await owner.close()
-
-        # A plain JetStream consumer reads a converted channel from its subject.
-        index = channel_stream_index("orders", DEFAULT_CHANNEL_STREAMS)
-        nc = await nats.connect(url)
-        try:
-            reader = await nc.jetstream().subscribe(
-                channel_subject(cid, index, "orders"),
-                stream=shared_stream_name(cid, index),
-                ordered_consumer=True,
-            )
-            messages = [await reader.next_msg(5) for _ in range(21)]
-        finally:
-            await nc.close()
-        assert [m.data for m in messages[:20]] == [
-            d.encode() for d in manifest["channels"]["orders"]["data"]
-        ]
-        assert [int((m.headers or {})["Stan-Sequence"]) for m in messages] == list(range(1, 22))
-        assert node.stop() == 0
+        messages = [await reader.next_msg(5) for _ in range(21)]
     finally:
-        stop_nats([server])
+        await nc.close()
+    assert [m.data for m in messages[:20]] == [
+        d.encode() for d in manifest["channels"]["orders"]["data"]
+    ]
+    assert [int((m.headers or {})["Stan-Sequence"]) for m in messages] == list(range(1, 22))
+    assert node.stop() == 0
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_a_conversion_killed_midway_is_completed_by_the_next_node(
     cluster: Cluster,  # noqa: F811
-    tmp_path: Path,
+    layout1: Layout1,
 ) -> None:
     """kill -9 of the converting node while it copies a large channel: nothing of the
     cluster is lost, and the next node's run completes it, each message once."""
-    manifest = layout1_manifest()
-    cid = cluster.cluster_id = manifest["cluster_id"]
-    config = tmp_path / "node.conf"
-    config.write_text(LIMITS)
-    server = start_layout1_fixture(tmp_path)
-    url = server[1]
+    manifest, cid, url, config = layout1
+    conn = await NatsConnection.connect(url)
     try:
-        conn = await NatsConnection.connect(url)
-        try:
-            await write_legacy_channel(conn, cid, BIG, BIG_COUNT)
-            records = await ReplicatedMap.open(conn, records_bucket(cid), replicas=1)
-            records.put(channel_key(BIG), b"")
-            await records.flush()
-        finally:
-            await conn.close()
-        node = cluster.start("b", _node_args(url, config))
-        deadline = time.monotonic() + 60
-        copied: list[int] = []
-        while not 0 < len(copied) < BIG_COUNT:
-            assert node.proc.poll() is None and time.monotonic() < deadline, node.log()
-            copied = await _subject_sequences(url, cid, BIG)
-            assert len(copied) < BIG_COUNT, "the copy ended before the node was killed"
-        node.proc.kill()  # mid-copy
-        node.proc.wait()
-        assert copied == list(range(1, len(copied) + 1))
-        kept = await _records(url, cid)
-        assert kept[channel_key(BIG)] == b""  # still to convert
-        assert LAYOUT_KEY not in kept
-        assert legacy_stream_name(cid, BIG) in await _stream_names(url)
-
-        again = cluster.start("b", _node_args(url, config), port=node.port)
-        again.wait_for(READY)
-        assert "Converting 1 channel(s)" in again.log()
-        assert await _subject_sequences(url, cid, BIG) == list(range(1, BIG_COUNT + 1))
-        assert not {legacy_stream_name(cid, n) for n in [*manifest["channels"], BIG]} & (
-            await _stream_names(url)
-        )
-        client = await StanClient.connect(url, cid, "reader")
-        sub = await client.subscribe(BIG, start=pb.SequenceStart, start_sequence=59_990)
-        got = await sub.collect(11)
-        assert [(m.sequence, m.data) for m in got] == [
-            (n, legacy_payload(BIG, n)) for n in range(59_990, BIG_COUNT + 1)
-        ]
-        orders = await client.subscribe("orders", start=pb.First)
-        assert len(await orders.collect(20)) == 20
-        await client.close()
-        assert again.stop() == 0
+        await write_legacy_channel(conn, cid, BIG, BIG_COUNT)
+        records = await ReplicatedMap.open(conn, records_bucket(cid), replicas=1)
+        records.put(channel_key(BIG), b"")
+        await records.flush()
     finally:
-        stop_nats([server])
+        await conn.close()
+    node = cluster.start("b", _node_args(url, config))
+    deadline = time.monotonic() + 60
+    copied: list[int] = []
+    while not 0 < len(copied) < BIG_COUNT:
+        assert node.proc.poll() is None and time.monotonic() < deadline, node.log()
+        copied = await _subject_sequences(url, cid, BIG)
+        assert len(copied) < BIG_COUNT, "the copy ended before the node was killed"
+    node.proc.kill()  # mid-copy
+    node.proc.wait()
+    assert copied == list(range(1, len(copied) + 1))
+    kept = await _records(url, cid)
+    assert kept[channel_key(BIG)] == b""  # still to convert
+    assert LAYOUT_KEY not in kept
+    assert legacy_stream_name(cid, BIG) in await _stream_names(url)
+
+    again = cluster.start("b", _node_args(url, config), port=node.port)
+    again.wait_for(READY)
+    assert "Converting 1 channel(s)" in again.log()
+    assert await _subject_sequences(url, cid, BIG) == list(range(1, BIG_COUNT + 1))
+    assert not {legacy_stream_name(cid, n) for n in [*manifest["channels"], BIG]} & (
+        await _stream_names(url)
+    )
+    client = await StanClient.connect(url, cid, "reader")
+    sub = await client.subscribe(BIG, start=pb.SequenceStart, start_sequence=59_990)
+    got = await sub.collect(11)
+    assert [(m.sequence, m.data) for m in got] == [
+        (n, legacy_payload(BIG, n)) for n in range(59_990, BIG_COUNT + 1)
+    ]
+    orders = await client.subscribe("orders", start=pb.First)
+    assert len(await orders.collect(20)) == 20
+    await client.close()
+    assert again.stop() == 0
 
 
 # -- a conversion stopped between its steps, in process ------------------------------------
