@@ -115,6 +115,13 @@ def start_active(nodes: list[Node], args: list[str], tmp: Path) -> Node:
     return active
 
 
+@pytest.fixture
+def lone_active(group: tuple[str, list[str], list[Node]], tmp_path: Path) -> tuple[str, Node]:
+    """(cluster id, the group's only server, active)."""
+    cluster_id, args, nodes = group
+    return cluster_id, start_active(nodes, args, tmp_path)
+
+
 def start_pair(
     nodes: list[Node], args: list[str], tmp: Path, standby_env: dict[str, str] | None = None
 ) -> tuple[Node, Node]:
@@ -266,10 +273,9 @@ def _gauge(text: bytes, name: str) -> float:
 
 
 async def test_an_active_server_aborts_for_a_rival_activated_earlier(
-    group: tuple[str, list[str], list[Node]], nats_url: str, tmp_path: Path
+    lone_active: tuple[str, Node], nats_url: str
 ) -> None:
-    cluster_id, args, nodes = group
-    active = start_active(nodes, args, tmp_path)
+    cluster_id, active = lone_active
     nc = await nats.connect(nats_url)
     try:
         subject = ft_subject(cluster_id, GROUP)
@@ -295,10 +301,9 @@ async def test_an_active_server_aborts_for_a_rival_activated_earlier(
 
 
 async def test_heartbeats_are_go_encoded_and_always_the_same_bytes(
-    group: tuple[str, list[str], list[Node]], nats_url: str, tmp_path: Path
+    lone_active: tuple[str, Node], nats_url: str
 ) -> None:
-    cluster_id, args, nodes = group
-    active = start_active(nodes, args, tmp_path)
+    cluster_id, active = lone_active
     nc = await nats.connect(nats_url)
     try:
         sub = await nc.subscribe(ft_subject(cluster_id, GROUP))
