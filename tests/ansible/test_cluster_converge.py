@@ -21,7 +21,7 @@ import yaml
 from tests.ansible.ansible_run import playbook
 from tests.ansible.cluster_machines import booted_lan, lan_address
 from tests.packaging.containers import Machine, Unavailable
-from tests.packaging.fixtures import ROOT
+from tests.packaging.fixtures import ROOT, roundtrip_in_netns
 
 pytestmark = pytest.mark.slow
 
@@ -100,15 +100,6 @@ def _wait_formed(machines: dict[str, Machine], timeout: float = 120) -> str:
     raise AssertionError(f"the cluster did not form: {roles}\n{journal}")
 
 
-def _roundtrip(machine: Machine, channel: str, count: int, stored: int = -1) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "tests.packaging.stan_roundtrip", "nats://127.0.0.1:4222"]
-    argv += [CLUSTER_ID, channel, str(count), "--expect-stored", str(stored)]
-    proc = machine.host_in_netns(argv, cwd=ROOT, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
 def _changed_hosts(output: str, task: str) -> list[str]:
     """The hosts a task reported changed on, in the order the play ran them."""
     hosts = []
@@ -145,7 +136,7 @@ def test_cluster_converges_and_rolls_one_node_at_a_time(
 
     # The cluster forms: one Leader, two Followers. Messages published before the rollout.
     first_leader = _wait_formed(machines)
-    before = _roundtrip(machines["stan-a"], "orders.before", 5)
+    before = roundtrip_in_netns(machines["stan-a"], "orders.before", 5, cluster_id=CLUSTER_ID)
     assert before["ok"], before
     pids = {
         n: m.sh("systemctl show -p MainPID --value stanpkg").strip() for n, m in machines.items()
@@ -171,7 +162,9 @@ def test_cluster_converges_and_rolls_one_node_at_a_time(
     for name, machine in machines.items():
         assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() != pids[name]
     # Everything published before the rollout is still there (replayed from the start).
-    after = _roundtrip(machines["stan-b"], "orders.before", 2, stored=5)
+    after = roundtrip_in_netns(
+        machines["stan-b"], "orders.before", 2, stored=5, cluster_id=CLUSTER_ID
+    )
     assert after["ok"] and after["replayed"] == [f"msg-{i}" for i in range(5)], after
 
     # A node that is down stops the next rolling restart before anything is restarted.

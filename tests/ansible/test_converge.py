@@ -4,7 +4,6 @@ the validate step stops before the live config is touched, and the rolling resta
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import yaml
 
 from tests.ansible.ansible_run import BIN, playbook, recap
 from tests.packaging.containers import Machine
-from tests.packaging.fixtures import ROOT
+from tests.packaging.fixtures import ROOT, roundtrip_in_netns
 
 pytestmark = pytest.mark.slow
 
@@ -82,24 +81,6 @@ def _vars(deb_file: Path, **extra: Any) -> dict[str, Any]:
     return base
 
 
-def _roundtrip(machine: Machine, channel: str) -> dict[str, Any]:
-    proc = machine.host_in_netns(
-        [
-            sys.executable,
-            "-m",
-            "tests.packaging.stan_roundtrip",
-            "nats://127.0.0.1:4222",
-            "test-cluster",
-            channel,
-            "3",
-        ],
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
 def test_converge_idempotent_validated_rolling(
     machine: Machine, deb_file: Path, tmp_path: Path
 ) -> None:
@@ -113,7 +94,7 @@ def test_converge_idempotent_validated_rolling(
     assert recap(first.stdout)["changed"] > 0
     assert "[WARNING]" not in first.stdout + first.stderr, first.stdout[-5000:] + first.stderr
     machine.wait_active("stanpkg.service")
-    assert _roundtrip(machine, "orders.new")["ok"]
+    assert roundtrip_in_netns(machine, "orders.new", 3)["ok"]
     env = machine.sh("cat /etc/stanpkg/stanpkg.env")
     assert f"NATS_STREAMING_ENCRYPTION_KEY='{KEY}'" in env and "--io_batch_size 256" in env
     assert machine.sh("stat -c %U:%G:%a /etc/stanpkg/stanpkg.env").strip() == "root:stanpkg:640"
@@ -140,7 +121,7 @@ def test_converge_idempotent_validated_rolling(
     assert "failed to validate" in broken.stdout, broken.stdout[-5000:]
     assert machine.sh("sha256sum /etc/stanpkg/stan.conf /etc/stanpkg/stanpkg.env") == live
     assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() == pid
-    assert _roundtrip(machine, "orders.still")["ok"]
+    assert roundtrip_in_netns(machine, "orders.still", 3)["ok"]
 
     # 4. Rolling restart: waits for /streaming/serverz before going on.
     probe = machine.host_in_netns(
@@ -157,7 +138,7 @@ def test_converge_idempotent_validated_rolling(
     assert rolling.returncode == 0, rolling.stdout[-5000:]
     assert _restarted_in(rolling.stdout) == STANDALONE_PLAY  # not an active FT server
     assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() != pid
-    assert _roundtrip(machine, "orders.after")["ok"]
+    assert roundtrip_in_netns(machine, "orders.after", 3)["ok"]
 
 
 STANDALONE_PLAY = "Rolling restart of stanpkg (standalone servers and FT standbys)"
@@ -208,7 +189,7 @@ def test_rolling_restart_restarts_the_active_ft_server_last(
     assert rolling.returncode == 0, rolling.stdout[-5000:]
     assert "[WARNING]" not in rolling.stdout + rolling.stderr, rolling.stdout[-5000:]
     assert _restarted_in(rolling.stdout) == ACTIVE_PLAY
-    assert _roundtrip(machine, "orders.ft")["ok"]
+    assert roundtrip_in_netns(machine, "orders.ft", 3)["ok"]
 
     # A configuration change of an FT server goes through the rolling restart (the active
     # server last), not the role's handler.
@@ -222,4 +203,4 @@ def test_rolling_restart_restarts_the_active_ft_server_last(
     assert machine.sh("systemctl show -p MainPID --value stanpkg").strip() != pid
     assert "max_msgs: 20000" in machine.sh("cat /etc/stanpkg/stan.conf")
     _wait_ft_active(machine)
-    assert _roundtrip(machine, "orders.ft")["ok"]
+    assert roundtrip_in_netns(machine, "orders.ft", 3)["ok"]

@@ -16,8 +16,12 @@ import tempfile
 import tomllib
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.packaging.containers import Machine
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -185,3 +189,22 @@ def stan_roundtrip(url: str, channel: str, count: int) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["ok"]
+
+
+def roundtrip_in_netns(
+    machine: Machine,
+    channel: str,
+    count: int,
+    *,
+    stored: int = -1,
+    cluster_id: str = "test-cluster",
+) -> dict[str, Any]:
+    """tests/packaging/stan_roundtrip.py run in ``machine``'s network namespace against
+    the server installed there (port 4222): its JSON line. ``stored`` >= 0 first checks
+    that the channel already holds that many messages."""
+    argv = [sys.executable, "-m", "tests.packaging.stan_roundtrip", "nats://127.0.0.1:4222"]
+    argv += [cluster_id, channel, str(count), "--expect-stored", str(stored)]
+    proc = machine.host_in_netns(argv, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result

@@ -6,11 +6,9 @@ python3) the same package makes its venv with that interpreter and serves a clie
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 
 from tests.packaging import containers
 from tests.packaging.containers import Machine
-from tests.packaging.fixtures import ROOT, VERSION, need_tools
+from tests.packaging.fixtures import VERSION, need_tools, roundtrip_in_netns
 
 pytestmark = pytest.mark.slow
 
@@ -122,26 +120,6 @@ def _hot_path(machine: Machine) -> str:
     return machine.sh("stanpkg --version").strip().splitlines()[-1]
 
 
-def _roundtrip(machine: Machine, channel: str, count: int, stored: int = -1) -> dict[str, object]:
-    proc = machine.host_in_netns(
-        [
-            sys.executable,
-            "-m",
-            "tests.packaging.stan_roundtrip",
-            "nats://127.0.0.1:4222",
-            "test-cluster",
-            channel,
-            str(count),
-            "--expect-stored",
-            str(stored),
-        ],
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
 def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     _install(machine, deb_file)
 
@@ -164,14 +142,14 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     assert "/etc/stanpkg/stan.conf: valid:" in journal  # ExecStartPre ran stanpkg validate
 
     # A real STAN client through the installed server.
-    result = _roundtrip(machine, "pkg.test", 5)
+    result = roundtrip_in_netns(machine, "pkg.test", 5)
     assert result["ok"], result
 
     # logrotate: the server reopens its log (SIGUSR1 through ExecReload) and keeps logging.
     machine.sh("logrotate -f /etc/logrotate.d/stanpkg")
     assert machine.sh("ls /var/log/stanpkg").split().count("stanpkg.log.1") == 1
     machine.wait_active("stanpkg.service")
-    _roundtrip(machine, "pkg.test2", 1)
+    roundtrip_in_netns(machine, "pkg.test2", 1)
     assert "STREAM" in machine.sh("cat /var/log/stanpkg/stanpkg.log")
 
     # A broken config never starts: ExecStartPre stops it with a compiler-style message.
@@ -184,7 +162,7 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     machine.sh("cp /root/stan.conf.good /etc/stanpkg/stan.conf && systemctl restart stanpkg")
     machine.wait_active("stanpkg.service")
     # FILE store: what was published before the restarts is still there.
-    replay = _roundtrip(machine, "pkg.test", 1, stored=5)
+    replay = roundtrip_in_netns(machine, "pkg.test", 1, stored=5)
     assert replay["replayed"] == [f"msg-{i}" for i in range(5)], replay
 
     # Graceful stop on SIGTERM (the server's own clean exit, not death by the signal).
@@ -202,7 +180,7 @@ def test_apt_install_service_purge(machine: Machine, deb_file: Path) -> None:
     # A reinstall serves the kept messages.
     _install(machine, deb_file)
     machine.wait_active("stanpkg.service")
-    replay = _roundtrip(machine, "pkg.test", 0, stored=6)  # 5, then 1 more above
+    replay = roundtrip_in_netns(machine, "pkg.test", 0, stored=6)  # 5, then 1 more above
     assert replay["replayed"] == [f"msg-{i}" for i in range(6)], replay
 
     # Preseeded "yes": purge removes the data and logs too, without a trace.
@@ -249,7 +227,7 @@ def test_installs_on_debian_13(trixie: Machine, deb_file: Path) -> None:
     trixie.wait_active("stanpkg.service")
     assert _venv_python(trixie) == containers.DEB_SUITES["trixie"]
     assert _hot_path(trixie) == "hot path: compiled (mypyc)"  # the cp313 manylinux wheel
-    result = _roundtrip(trixie, "pkg.trixie", 3)
+    result = roundtrip_in_netns(trixie, "pkg.trixie", 3)
     assert result["ok"], result
 
     # The slice_archive_script of docs/pipeline.md runs the installed command (no Spark).
