@@ -28,6 +28,7 @@ class SubscriptionHandler:
     ) -> None:
         self.log = context.log
         self.clients = context.clients
+        self.store = context.store  # Removals deletes a closed client from it
         self.channels = channels
         self.delivery = delivery
         self.partitions = partitions

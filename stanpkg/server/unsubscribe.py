@@ -3,8 +3,6 @@ and closing a client, whose subscriptions all leave (protocol.md §4, §10, §11
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from google.protobuf.message import DecodeError
 
 from stanpkg.proto import protocol_pb2 as pb
@@ -14,26 +12,11 @@ from stanpkg.server.subscription_handler import SubscriptionHandler
 from stanpkg.server.subscriptions import QueueGroup, SubscribedChannel, Subscription
 from stanpkg.stores.base import StoreError
 
-if TYPE_CHECKING:
-    from stanpkg.server.channels import ChannelRegistry
-    from stanpkg.server.delivery import Delivery
-    from stanpkg.server.handler_context import HandlerContext
-    from stanpkg.server.host import ChannelPartitions
-
 __all__ = ["Removals"]
 
 
 class Removals(SubscriptionHandler):
-    def __init__(
-        self,
-        context: HandlerContext,
-        *,
-        channels: ChannelRegistry,
-        delivery: Delivery,
-        partitions: ChannelPartitions | None,
-    ) -> None:
-        super().__init__(context, channels=channels, delivery=delivery, partitions=partitions)
-        self.store = context.store
+    """Unsubscribe and close requests, closing clients, and what a departure leaves."""
 
     # -- requests ---------------------------------------------------------------------
 
