@@ -1,6 +1,6 @@
 """What live_bench.py and sink_bench.py share: their common options (message count,
-channel counts, rounds, the Spark master, which server) and the Spark session they run
-in, started the same way and announced with the same header line."""
+channel counts, rounds, the Spark master, which server), the Spark session they run in,
+started the same way and announced with the same header line, and their summary table."""
 
 from __future__ import annotations
 
@@ -43,3 +43,10 @@ def start_spark(args: argparse.Namespace, config: dict[str, str]) -> Any:
         flush=True,
     )
     return spark
+
+
+def print_table(columns: list[str], rows: list[str]) -> None:
+    """The Markdown summary: a header of ``columns``, then ``rows`` (already ``| … |``)."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    print("\n".join(rows))

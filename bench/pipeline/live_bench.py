@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_session import round_options, start_spark  # noqa: E402
+from bench_session import print_table, round_options, start_spark  # noqa: E402
 from processes import free_port, stop_server  # noqa: E402
 
 from stanpkg.client import StanBenchClient  # noqa: E402
@@ -220,12 +220,17 @@ def main() -> None:
         finally:
             stop_server(server.proc)
             spark.stop()
-    print(
-        "| channels | source alone msgs/s (min / median / max) | Spark to Parquet msgs/s "
-        "(min / median / max) | ratio of medians | latency p50 s | p99 s |"
+    print_table(
+        [
+            "channels",
+            "source alone msgs/s (min / median / max)",
+            "Spark to Parquet msgs/s (min / median / max)",
+            "ratio of medians",
+            "latency p50 s",
+            "p99 s",
+        ],
+        rows_out,
     )
-    print("|---|---|---|---|---|---|")
-    print("\n".join(rows_out))
 
 
 if __name__ == "__main__":

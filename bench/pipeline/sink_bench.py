@@ -30,7 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_session import round_options, start_spark  # noqa: E402
+from bench_session import print_table, round_options, start_spark  # noqa: E402
 from live_bench import Server, spread  # noqa: E402
 from processes import stop_server  # noqa: E402
 
@@ -134,12 +134,15 @@ def main() -> None:
         finally:
             stop_server(server.proc)
             spark.stop()
-    print(
-        "| channels | publisher alone msgs/s (min / median / max) | Spark write msgs/s "
-        "(min / median / max) | ratio of medians |"
+    print_table(
+        [
+            "channels",
+            "publisher alone msgs/s (min / median / max)",
+            "Spark write msgs/s (min / median / max)",
+            "ratio of medians",
+        ],
+        table,
     )
-    print("|---|---|---|---|")
-    print("\n".join(table))
 
 
 if __name__ == "__main__":
