@@ -57,10 +57,10 @@ class SubscribeRequests(SubscriptionHandler):
         self,
         context: HandlerContext,
         *,
+        remove: Callable[[Subscription, bool], None],
         channels: ChannelRegistry,
         delivery: Delivery,
         partitions: ChannelPartitions | None,
-        remove: Callable[[Subscription, bool], None],
     ) -> None:
         super().__init__(context, channels=channels, delivery=delivery, partitions=partitions)
         self.replace_durable = context.plan.replace_durable
