@@ -127,11 +127,7 @@ def make_small_store(root: Path, *, key: bytes | None = None, n: int = 6) -> Pat
 
 
 def message_record(m: StoredMessage) -> bytes:
-    """The MsgProto a slice holds for a message read back (``redelivered`` is not stored)."""
+    """The MsgProto bytes a slice holds for a message read back: the fields the server sets."""
     return pb.MsgProto(
-        sequence=m.sequence,
-        subject=m.subject,
-        reply=m.reply,
-        data=m.data,
-        timestamp=m.timestamp,
+        sequence=m.sequence, subject=m.subject, reply=m.reply, data=m.data, timestamp=m.timestamp
     ).SerializeToString()
