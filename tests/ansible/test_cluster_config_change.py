@@ -16,15 +16,16 @@ import pytest
 
 from tests.ansible.ansible_run import playbook
 from tests.ansible.test_cluster_converge import (
+    CLUSTER_ID,
     HOSTS,
     SITE,
     _changed_hosts,
-    _roundtrip,
     _wait_formed,
     converge_cluster,
     machines,
 )
 from tests.packaging.containers import Machine
+from tests.packaging.fixtures import roundtrip_in_netns
 
 pytestmark = pytest.mark.slow
 __all__ = ["machines"]  # the fixture, shared with test_cluster_converge
@@ -63,7 +64,7 @@ def test_a_config_change_rolls_through_the_cluster_one_node_at_a_time(
     inventory, extra, converge = converge_cluster(machines, deb_file, tmp_path)
     _no_warnings(converge)
     leader = _wait_formed(machines)
-    assert _roundtrip(machines["stan-a"], "orders.before", 5)["ok"]
+    assert roundtrip_in_netns(machines["stan-a"], "orders.before", 5, cluster_id=CLUSTER_ID)["ok"]
     pids = _pids(machines)
 
     # A changed limit: applied one node at a time, the serving node last.
@@ -85,7 +86,9 @@ def test_a_config_change_rolls_through_the_cluster_one_node_at_a_time(
     for machine in machines.values():
         assert "max_msgs: 50000" in machine.sh("cat /etc/stanpkg/stan.conf")
     new_leader = _wait_formed(machines)
-    result = _roundtrip(machines[new_leader], "orders.before", 1, stored=5)
+    result = roundtrip_in_netns(
+        machines[new_leader], "orders.before", 1, stored=5, cluster_id=CLUSTER_ID
+    )
     assert result["ok"], result
 
     # Nothing changed: nothing restarts.
