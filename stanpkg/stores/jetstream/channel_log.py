@@ -242,16 +242,26 @@ class ChannelLog:
         await self.write(self.take(), budget=budget)
 
     async def write(
-        self, writes: Writes, sent: WriteRound | None = None, *, budget: float = WRITE_BUDGET
+        self,
+        writes: Writes,
+        sent: WriteRound | None = None,
+        *,
+        budget: float = WRITE_BUDGET,
+        check: Callable[[], None] | None = None,
     ) -> None:
         """Every write of ``writes`` on a quorum, in order (``sent``: their first batch,
         sent already). While the stream has no leader (an election after a node died)
         they are sent again, for ``budget`` seconds at most; then StoreError, and
-        StreamFenced when the channel is not where this node expected it."""
+        StreamFenced when the channel is not where this node expected it. ``check`` is
+        called before each batch is sent: its StoreError ends the write (the store's: the
+        lease went meanwhile, so nothing more may be written; retrying would only delay
+        the node's step-down by the budget)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         while writes:
             batch = writes[:ATOMIC_BATCH_MAX]
+            if sent is None and check is not None:
+                check()
             round_ = sent or self.send(batch)
             sent = None
             try:

@@ -373,10 +373,9 @@ class ReplicatedMessages(MessageStore, DeduplicatingMessages, PipeliningMessages
                 self._led_here = True
             if self._behind:
                 await self._catch_up()
-            if sent is None and self.fence is not None:
-                self.fence()
             self._close_gathering(batch)
-            await self.channel_log.write(batch.writes, sent)
+            # The lease is checked before each batch is sent, the first and each retry.
+            await self.channel_log.write(batch.writes, sent, check=self.fence)
         except StoreError as exc:
             self._close_gathering(batch)
             self._settled(batch)

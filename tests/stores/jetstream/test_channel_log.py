@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator
+
+import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import StoreError
@@ -98,3 +101,26 @@ def test_positions_map_runs_and_forget_the_dropped_ones() -> None:
     assert positions.stream_seq(8) == 26 and len(positions) == 1
     positions.clear()
     assert len(positions) == 0 and positions.stream_seq(8) == 0
+
+
+async def test_a_write_sent_again_checks_first_and_ends_when_the_check_fails(
+    jetstream_url: str,
+) -> None:
+    """A batch JetStream cannot take (here: no stream for its subject) is sent again for
+    the write's budget; the check before each send ends it at once (the store's: its
+    lease went, so a step-down does not wait out the budget)."""
+    async with channel(jetstream_url) as log:
+        await delete_stream(log._conn, log.stream)
+        append(log, 1, 3)
+        checks = []
+
+        def check() -> None:
+            checks.append(time.monotonic())
+            if len(checks) > 2:
+                raise StoreError("this node's lease on the cluster is not current")
+
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="lease"):
+            await log.write(log.take(), budget=30, check=check)
+        assert len(checks) == 3 and time.monotonic() - started < 10
+        assert (log.last_sequence, log.fence) == (0, 0)
