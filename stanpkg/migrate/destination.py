@@ -37,9 +37,9 @@ from stanpkg.stores.jetstream.record_codec import (
     client_record,
     decode_channels,
     decode_layout,
-    decode_message,
+    decode_messages,
     decode_states,
-    decode_stream_message,
+    decode_stream_messages,
     layout_record,
     server_record,
     state_record,
@@ -253,15 +253,17 @@ class Destination:
             read_subject(self._conn, log.stream, log.subject, 1, last_stream_seq, batch=1)
         ) as found:
             async for _, headers, data in found:
-                return decode_stream_message(log.channel, headers, data).sequence
+                return decode_stream_messages(log.channel, headers, data)[0].sequence
         raise StoreError(f"no first message of {log.subject} in stream {log.stream}")
 
     async def stored_message(self, channel: str, sequence: int) -> Message | None:
         log = self.channel_log(channel)
         last = await last_of_subject(self._conn, log.stream, log.subject)
-        if last is not None and str(sequence) == last.headers.get("Stan-Sequence"):
-            record = pb.MsgProto.FromString(decode_message(channel, last.headers, last.data).record)
-            return Message(record.sequence, record.reply, record.timestamp, record.data)
+        if last is not None:
+            for stored in decode_messages(channel, last.headers, last.data):
+                if stored.sequence == sequence:
+                    record = pb.MsgProto.FromString(stored.record)
+                    return Message(record.sequence, record.reply, record.timestamp, record.data)
         async with contextlib.aclosing(self.read_messages(channel, sequence, sequence)) as found:
             async for message in found:
                 return message
@@ -278,12 +280,12 @@ class Destination:
         async for _, headers, data in read_subject(
             self._conn, log.stream, log.subject, 1, newest.stream_seq
         ):
-            message = decode_stream_message(channel, headers, data)
-            if message.sequence > last:
-                return
-            if message.sequence >= first:
-                record = pb.MsgProto.FromString(message.record)
-                yield Message(record.sequence, record.reply, record.timestamp, record.data)
+            for message in decode_stream_messages(channel, headers, data):
+                if message.sequence > last:
+                    return
+                if message.sequence >= first:
+                    record = pb.MsgProto.FromString(message.record)
+                    yield Message(record.sequence, record.reply, record.timestamp, record.data)
 
     async def prepare(
         self, log: ChannelLog, plan: ChannelPlan, *, replace: bool, first_seq: int

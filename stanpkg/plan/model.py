@@ -108,6 +108,7 @@ class ClusterOptions:
     bolt_free_list_map: bool
     nodes_connections: bool
     channel_streams: int  # the JetStream streams new channels are spread over
+    pack_bytes: int  # a stream message packing small messages at most (0: none)
     read_cache: int  # bytes of channels' messages the serving node keeps in memory
 
 

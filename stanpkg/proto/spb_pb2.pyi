@@ -239,3 +239,15 @@ class SubscriptionSnapshot(_message.Message):
     State: SubState
     AcksPending: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, State: _Optional[_Union[SubState, _Mapping]] = ..., AcksPending: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MessagePack(_message.Message):
+    __slots__ = ("Data", "Timestamps", "Replies", "Guids")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    GUIDS_FIELD_NUMBER: _ClassVar[int]
+    Data: _containers.RepeatedScalarFieldContainer[bytes]
+    Timestamps: _containers.RepeatedScalarFieldContainer[int]
+    Replies: _containers.RepeatedScalarFieldContainer[str]
+    Guids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, Data: _Optional[_Iterable[bytes]] = ..., Timestamps: _Optional[_Iterable[int]] = ..., Replies: _Optional[_Iterable[str]] = ..., Guids: _Optional[_Iterable[str]] = ...) -> None: ...

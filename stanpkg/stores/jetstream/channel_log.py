@@ -55,9 +55,12 @@ from stanpkg.stores.jetstream.record_codec import (
     HEADER_GUID,
     HEADER_MSG_ID,
     HEADER_SEQUENCE,
+    PACK_BYTES,
     Write,
-    atomic_batch_messages,
-    decode_message,
+    decode_stream_messages,
+    message_span,
+    pack_runs,
+    packed_batch_messages,
 )
 from stanpkg.stores.jetstream.shared_streams import StoredMessage
 from stanpkg.stores.jetstream.stream_management import purge_subject
@@ -71,7 +74,7 @@ from stanpkg.stores.jetstream.stream_writer import (
     WriteResult,
     WriteRound,
 )
-from stanpkg.transport.connection import NatsConnection, decode_headers
+from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["WRITE_BUDGET", "ChannelLog", "LastWritten", "StreamPositions", "Write", "Writes"]
 
@@ -84,49 +87,90 @@ Writes = Sequence[Write]  # (sequence, publish ID, reply, timestamp, payload)
 
 class LastWritten(NamedTuple):
     """A channel's last message in its stream: its stream sequence, its STAN sequence
-    and its publish ID."""
+    and its publish ID; ``first``: the first STAN sequence of its stream message (a
+    pack's), 0 for the same as ``sequence``."""
 
     stream_seq: int
     sequence: int
     guid: str
+    first: int = 0
 
 
 class StreamPositions:
-    """Where a channel's messages are in its stream: runs of consecutive STAN sequences
-    at consecutive stream sequences (an atomic batch is one run; runs that follow each
-    other in both are merged). Runs below the channel's first message are dropped."""
+    """Where a channel's messages are in its stream, by runs: consecutive STAN sequences
+    at consecutive stream sequences (lone messages of one atomic batch; runs that follow
+    each other in both are merged), or a pack's, all at one stream sequence. Runs below
+    the channel's first message are dropped."""
 
-    __slots__ = ("_counts", "_sequences", "_stream_seqs")
+    __slots__ = ("_counts", "_sequences", "_steps", "_stream_seqs")
 
     def __init__(self) -> None:
         self._sequences = array("q")  # each run's first STAN sequence
         self._stream_seqs = array("q")  # and its stream sequence
         self._counts = array("q")
+        self._steps = array("b")  # 1: a message per stream sequence; 0: a pack
 
-    def add(self, sequence: int, stream_seq: int, count: int = 1) -> None:
-        """STAN sequences ``sequence`` .. + count - 1 at stream sequences ``stream_seq`` ..."""
-        if self._counts:
-            end = self._sequences[-1] + self._counts[-1]
-            if end == sequence and self._stream_seqs[-1] + self._counts[-1] == stream_seq:
+    def add(self, sequence: int, stream_seq: int, count: int = 1, *, packed: bool = False) -> None:
+        """STAN sequences ``sequence`` .. + count - 1 at stream sequences ``stream_seq`` ...
+        (``packed``: all at ``stream_seq``)."""
+        step = 0 if packed else 1
+        if self._counts and self._sequences[-1] + self._counts[-1] == sequence:
+            # Merged when it is where the run's next message would be. A lone message
+            # fits either kind of run, and a run of one message is of either kind.
+            before, kind = self._counts[-1], self._steps[-1]
+            if before == 1 and stream_seq - self._stream_seqs[-1] in (0, 1):
+                kind = stream_seq - self._stream_seqs[-1]
+            if stream_seq == self._stream_seqs[-1] + before * kind and (count == 1 or step == kind):
+                self._steps[-1] = kind
                 self._counts[-1] += count
                 return
         if len(self._counts) >= MAX_RUNS:
             # Bounded: memory must not grow with the messages written. The older half is
             # forgotten; a read or purge there finds its place in the stream by a search.
-            half = MAX_RUNS // 2
-            del self._sequences[:half]
-            del self._stream_seqs[:half]
-            del self._counts[:half]
+            self._drop(MAX_RUNS // 2)
         self._sequences.append(sequence)
         self._stream_seqs.append(stream_seq)
         self._counts.append(count)
+        self._steps.append(step)
+
+    def add_runs(self, sequence: int, last_stream_seq: int, runs: Sequence[int]) -> None:
+        """The stream messages of one atomic batch, ``runs`` STAN messages each (1: a lone
+        message, more: a pack) from ``sequence``, the last at ``last_stream_seq``."""
+        stream_seq = last_stream_seq - len(runs) + 1
+        for count in runs:
+            self.add(sequence, stream_seq, count, packed=count > 1)
+            sequence += count
+            stream_seq += 1
+
+    def stream_seqs(self, sequence: int, count: int) -> list[int]:
+        """The stream sequences of STAN sequences ``sequence`` .. + count - 1; empty when
+        one of them is not known."""
+        found: list[int] = []
+        index = bisect_right(self._sequences, sequence) - 1
+        end = sequence + count
+        while sequence < end:
+            if index < 0 or index >= len(self._counts):
+                return []
+            first = self._sequences[index]
+            run_end = first + self._counts[index]
+            if not first <= sequence < run_end:
+                return []
+            base, step = self._stream_seqs[index], self._steps[index]
+            upto = min(run_end, end)
+            if step:
+                found += range(base + sequence - first, base + upto - first)
+            else:
+                found += [base] * (upto - sequence)
+            sequence = upto
+            index += 1
+        return found
 
     def stream_seq(self, sequence: int) -> int:
         """The stream sequence of STAN sequence ``sequence``; 0 when it is not known."""
         index = bisect_right(self._sequences, sequence) - 1
         if index < 0 or sequence >= self._sequences[index] + self._counts[index]:
             return 0
-        return self._stream_seqs[index] + sequence - self._sequences[index]
+        return self._stream_seqs[index] + (sequence - self._sequences[index]) * self._steps[index]
 
     def drop_below(self, sequence: int) -> None:
         """Forget the runs that end below STAN sequence ``sequence``."""
@@ -136,9 +180,13 @@ class StreamPositions:
         if sequence >= self._sequences[index] + self._counts[index]:
             index += 1
         if index:
-            del self._sequences[:index]
-            del self._stream_seqs[:index]
-            del self._counts[:index]
+            self._drop(index)
+
+    def _drop(self, runs: int) -> None:
+        del self._sequences[:runs]
+        del self._stream_seqs[:runs]
+        del self._counts[:runs]
+        del self._steps[:runs]
 
     def clear(self) -> None:
         self.drop_below(2**62)
@@ -157,6 +205,7 @@ class ChannelLog:
         cluster_id: str,
         channel: str,
         index: int,
+        pack_bytes: int = PACK_BYTES,
     ) -> None:
         self._conn = conn
         self._writer = writer
@@ -170,6 +219,9 @@ class ChannelLog:
         self.fence = 0
         self.last_sequence = 0
         self.positions = StreamPositions()
+        # A flush of small messages is packed into stream messages of at most this size
+        # (0: none), within what the NATS server takes in one message.
+        self.pack_bytes = min(pack_bytes, conn.max_payload // 2)
         self._queued: list[Write] = []
         # Brings the stream's JetStream leader to this node's server (set by the store).
         self.settle_leader_of: Callable[[str], Awaitable[None]] | None = None
@@ -179,6 +231,10 @@ class ChannelLog:
         has none)."""
         self.fence = last.stream_seq if last is not None else 0
         self.last_sequence = last.sequence if last is not None else 0
+        self.positions.clear()
+        if last is not None:  # a read of the last stream message's messages needs no search
+            first = last.first or last.sequence
+            self.positions.add(first, last.stream_seq, last.sequence - first + 1, packed=True)
 
     async def settle_leader(self) -> None:
         if self.settle_leader_of is not None:
@@ -227,8 +283,9 @@ class ChannelLog:
     def send(self, writes: Writes) -> WriteRound:
         """Publish the first atomic batch of ``writes`` now, expecting :attr:`fence`."""
         batch = writes[:ATOMIC_BATCH_MAX]
-        messages = atomic_batch_messages(
+        messages = packed_batch_messages(
             batch,
+            pack_runs(batch, self.pack_bytes),
             self._writer.batch_id(self.writer_id),
             self.fence,
         )
@@ -281,8 +338,7 @@ class ChannelLog:
                 await asyncio.sleep(RETRY_INTERVAL)
 
     def _stored(self, batch: Writes, last_stream_seq: int) -> None:
-        count = len(batch)
-        self.positions.add(batch[0][0], last_stream_seq - count + 1, count)
+        self.positions.add_runs(batch[0][0], last_stream_seq, pack_runs(batch, self.pack_bytes))
         self.fence = last_stream_seq
         self.last_sequence = batch[-1][0]
 
@@ -331,14 +387,14 @@ class ChannelLog:
         if found is None:
             return None
         try:
-            sequence = int(found.headers[HEADER_SEQUENCE])
-        except (KeyError, ValueError):
+            first, count = message_span(found.headers)
+        except StoreError:
             raise StoreError(
                 f"the last message of {self.subject} in stream {self.stream} has no "
                 f"{HEADER_SEQUENCE}"
             ) from None
         guid = found.headers.get(HEADER_GUID) or found.headers.get(HEADER_MSG_ID, "")
-        return LastWritten(found.stream_seq, sequence, guid)
+        return LastWritten(found.stream_seq, first + count - 1, guid, first)
 
     async def first_stored(self) -> int:
         """The STAN sequence of the channel's first message in the stream (0: none)."""
@@ -348,17 +404,18 @@ class ChannelLog:
         self, first: int, last: int, before: Known = None, after: Known = None
     ) -> list[ReadMessage]:
         """The channel's messages first..last (acknowledged: at or before :attr:`fence`)
-        from its subject; ``before``/``after``: messages whose stream sequences are known
-        (they bound the search for the first, see ``channel_reader``)."""
+        from its subject, and the rest of the pack holding ``last``; ``before``/``after``:
+        messages whose stream sequences are known (they bound the search for the first,
+        see ``channel_reader``)."""
         end = self.fence
         if not end or first > last:
             return []
         start = self.positions.stream_seq(first)
         if not start:
-            low = before[1] + (first - before[0]) if before is not None else 1
-            high = end - max(0, self.last_sequence - first)
-            if after is not None:
-                high = min(high, after[1] - (after[0] - first))
+            # A pack holds many messages at one stream sequence: the known messages
+            # bound the search, their distance in sequences does not.
+            low = before[1] if before is not None else 1
+            high = min(end, after[1]) if after is not None else end
             start = await locate(self._conn, self.stream, self.subject, first, low, high)
         return await read_run(
             self._conn, self.stream, self.subject, self.channel, first, last, start=start, end=end
@@ -371,6 +428,5 @@ class ChannelLog:
         async for sequence, headers, data in read_subject(
             self._conn, self.stream, self.subject, stream_seq + 1, last
         ):
-            yield StoredMessage(
-                sequence, decode_message(self.channel, decode_headers(headers)[1], data)
-            )
+            for message in decode_stream_messages(self.channel, headers, data):
+                yield StoredMessage(sequence, message)

@@ -3,7 +3,7 @@
 The layout is on disk: a cluster started by an earlier release reads what it wrote, so
 each function here produces exactly the strings it always has.
 
-Layout version 2 (the ``layout`` record says so; :data:`LAYOUT_VERSION`):
+Layout version 3 (the ``layout`` record says so; :data:`LAYOUT_VERSION`):
 
 * a cluster keeps its channels in a fixed number of shared streams
   (``cluster.channel_streams``, :data:`DEFAULT_CHANNEL_STREAMS`): stream k is
@@ -16,6 +16,11 @@ Layout version 2 (the ``layout`` record says so; :data:`LAYOUT_VERSION`):
 * records (the KV bucket :func:`records_bucket`): ``server``, ``client.<id>``,
   ``channel.<channel>`` (its stream), ``state.<channel>`` (its messages' figures),
   ``sub.<channel>.<id>`` and :data:`LAYOUT_KEY` (``record_codec.py`` has their bytes).
+
+Version 2 is the same but for packs (several messages in one stream message,
+``record_codec``): it is read as it is, and the node that serves next writes packs and
+records version 3, which releases that read only version 2 refuse to serve rather than
+misread.
 
 Version 1, which releases before 2 wrote and :mod:`conversion` reads once, kept each
 channel in a stream of its own (:func:`legacy_stream_name` over
@@ -56,6 +61,7 @@ __all__ = [
     "LEASE_KEY",
     "LEASE_PROBE_HEADER",
     "MAX_CHANNEL_STREAMS",
+    "READABLE_LAYOUTS",
     "SERVER_KEY",
     "channel_key",
     "channel_stream_index",
@@ -83,7 +89,8 @@ __all__ = [
     "sub_key",
 ]
 
-LAYOUT_VERSION = 2  # what the ``layout`` record of a cluster in this layout says
+LAYOUT_VERSION = 3  # what the ``layout`` record of a cluster in this layout says
+READABLE_LAYOUTS = (2, LAYOUT_VERSION)  # version 2: the same, before packs
 # cluster.channel_streams' default and maximum, from the options table.
 DEFAULT_CHANNEL_STREAMS = int_default("cluster.channel_streams")
 MAX_CHANNEL_STREAMS = int(BY_PATH["cluster.channel_streams"].maximum or 0)

@@ -331,6 +331,7 @@ class PagedMessages(SequenceBookkeeping):
                 return
             self._failed_reads = 0
             self._fill(number, first, last, read)
+            self._fill_following(number + 1, [m for m in read if m.sequence > last])
         finally:
             self._loading.pop(number, None)
         self._enforce_count_and_size()
@@ -343,6 +344,19 @@ class PagedMessages(SequenceBookkeeping):
         self._failed_reads += 1
         if self.on_readable is not None:  # asked again by whoever still needs them
             asyncio.get_running_loop().call_later(RETRY_AFTER_FAILURE, self.on_readable)
+
+    def _fill_following(self, number: int, read: list[ReadMessage]) -> None:
+        """Pages from ``number`` on that ``read`` (the rest of a pack read for the page
+        before, in order) holds whole: kept, not read again."""
+        while read:
+            first = number * PAGE + 1
+            last = min((number + 1) * PAGE, self._last)
+            if first > last or read[0].sequence > first or read[-1].sequence < last:
+                return
+            if number not in self._loading and self._cache.peek(self._owner, number) is None:
+                self._fill(number, first, last, read)
+            read = [m for m in read if m.sequence > last]
+            number += 1
 
     def _fill(self, number: int, first: int, last: int, read: list[ReadMessage]) -> None:
         """Page ``number`` made of what was read (first..last) and what was written

@@ -14,16 +14,27 @@ Records (the KV bucket ``layout.records_bucket``), each a (key, value) pair:
 * ``layout``: ``{"version": 2, "channel_streams": N}``, the layout and the number of
   streams new channels are spread over.
 
-Messages (a channel's subject of its shared stream, ``layout.channel_subject``): the
-stream message's data is the published payload, as published; STAN's own fields are
-headers: ``Stan-Sequence`` (the channel's sequence), ``Stan-Timestamp`` (ns),
-``Stan-Reply``, and ``Stan-Guid`` = the publish GUID, or the writer's own ID when the
-publisher gave none. Messages written before this release carry the GUID in
-``Nats-Msg-Id`` (read as well). It is a plain header, not JetStream's deduplication: the
-per-channel fence already refuses a write sent again, the serving node deduplicates
-resends by GUID itself, and JetStream's duplicate tracking cost a fifth of its write
-rate (bench/cluster/jetstream_floor.py). The first message of a write expects the
-channel's last stream sequence (``Nats-Expected-Last-Subject-Sequence``).
+Messages (a channel's subject of its shared stream, ``layout.channel_subject``), in one of
+two forms, read alike:
+
+* one STAN message: the stream message's data is the published payload, as published;
+  STAN's own fields are headers: ``Stan-Sequence`` (the channel's sequence),
+  ``Stan-Timestamp`` (ns), ``Stan-Reply``, and ``Stan-Guid`` = the publish GUID, or the
+  writer's own ID when the publisher gave none. Messages written by early releases carry
+  the GUID in ``Nats-Msg-Id`` (read as well). It is a plain header, not JetStream's
+  deduplication: the per-channel fence already refuses a write sent again, the serving
+  node deduplicates resends by GUID itself, and JetStream's duplicate tracking cost a
+  fifth of its write rate (bench/cluster/jetstream_floor.py);
+* a pack (layout 3): ``Stan-Count`` consecutive messages from ``Stan-Sequence``, their
+  payloads, timestamps, replies and GUIDs in one ``spb.MessagePack``, and ``Stan-Guid``
+  the last one's GUID. Why: JetStream's work, on each of the three servers, is per stream
+  message, and it was most of a cluster's CPU per STAN message; a flush of small messages
+  packed into one stream message costs a third less CPU in all (bench/cluster/
+  cluster_bench.py). A flush is cut into packs of at most :data:`PACK_BYTES`; a message
+  alone in its pack is written in the first form.
+
+The first message of a write expects the channel's last stream sequence
+(``Nats-Expected-Last-Subject-Sequence``).
 """
 
 from __future__ import annotations
@@ -34,12 +45,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from stanpkg.plan.options import int_default
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError, SubRecord
 from stanpkg.stores.jetstream.layout import (
     LAYOUT_KEY,
     LAYOUT_VERSION,
+    READABLE_LAYOUTS,
     SERVER_KEY,
     channel_key,
     client_key,
@@ -58,12 +71,14 @@ from stanpkg.stores.record_protos import (
 from stanpkg.transport.connection import decode_headers
 
 __all__ = [
+    "HEADER_COUNT",
     "HEADER_EXPECTED_LAST_SUBJECT",
     "HEADER_GUID",
     "HEADER_MSG_ID",
     "HEADER_REPLY",
     "HEADER_SEQUENCE",
     "HEADER_TIMESTAMP",
+    "PACK_BYTES",
     "ChannelMessage",
     "ChannelState",
     "ClusterRecords",
@@ -76,10 +91,14 @@ __all__ = [
     "decode_channels",
     "decode_layout",
     "decode_message",
+    "decode_messages",
     "decode_records",
     "decode_states",
-    "decode_stream_message",
+    "decode_stream_messages",
     "layout_record",
+    "message_span",
+    "pack_runs",
+    "packed_batch_messages",
     "server_record",
     "state_record",
     "subscription_channel",
@@ -91,7 +110,10 @@ HEADER_EXPECTED_LAST_SUBJECT = "Nats-Expected-Last-Subject-Sequence"
 HEADER_SEQUENCE = "Stan-Sequence"
 HEADER_REPLY = "Stan-Reply"
 HEADER_TIMESTAMP = "Stan-Timestamp"
-HEADER_GUID = "Stan-Guid"  # a converted message's publish GUID (not deduplicated)
+HEADER_GUID = "Stan-Guid"  # the (last) message's publish GUID (not deduplicated)
+HEADER_COUNT = "Stan-Count"  # the messages of a pack (none: one message)
+PACK_BYTES = int_default("cluster.pack_bytes")  # a pack's size at most (0: no packs)
+PACK_ENTRY_OVERHEAD = 16  # bytes a message costs in a pack beyond its fields
 _BREAKS_HEADER = re.compile(r"[\r\n]")
 
 # (sequence, guid, reply, timestamp (ns), payload): one write of a channel's message
@@ -238,10 +260,11 @@ def decode_layout(value: bytes | None) -> Layout | None:
         layout = Layout(int(document["version"]), int(document["channel_streams"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"unreadable layout record {value[:80]!r}: {exc}") from None
-    if layout.version != LAYOUT_VERSION:
+    if layout.version not in READABLE_LAYOUTS:
         raise StoreError(
-            f"the cluster's state is in layout {layout.version}; this release reads layout "
-            f"{LAYOUT_VERSION} (and converts layout 1): run the release that wrote it"
+            f"the cluster's state is in layout {layout.version}; this release reads layouts "
+            f"{' and '.join(map(str, READABLE_LAYOUTS))} (and converts layout 1): run the "
+            "release that wrote it"
         )
     return layout
 
@@ -275,33 +298,95 @@ def _channel_state(key: str, value: bytes) -> ChannelState:
 def atomic_batch_messages(
     batch: Sequence[Write], batch_id: str, expected_last: int, *, guid_header: str = HEADER_GUID
 ) -> list[tuple[bytes, bytes]]:
-    """(header block, data) of each write of an atomic batch to one channel's subject:
-    the first expects the channel's last message at stream sequence ``expected_last``
-    (0: none), the last commits the batch. ``guid_header``: where the publish IDs go
-    (:data:`HEADER_MSG_ID` only to test what JetStream does with it). ValueError for a
-    publish ID or reply with a line break (it would forge headers)."""
+    """(header block, data) of each write of an atomic batch to one channel's subject, one
+    stream message each: :func:`packed_batch_messages` without packs."""
+    return packed_batch_messages(
+        batch, [1] * len(batch), batch_id, expected_last, guid_header=guid_header
+    )
+
+
+def pack_runs(batch: Sequence[Write], pack_bytes: int) -> list[int]:
+    """How many consecutive writes of ``batch`` go in each stream message: as many as fit
+    in ``pack_bytes`` (payload, GUID, reply and an entry's overhead); one larger alone."""
+    runs: list[int] = []
+    count = size = 0
+    for _, guid, reply, _, payload in batch:
+        entry = len(payload) + len(guid) + len(reply) + PACK_ENTRY_OVERHEAD
+        if count and size + entry > pack_bytes:
+            runs.append(count)
+            count = size = 0
+        count += 1
+        size += entry
+    if count:
+        runs.append(count)
+    return runs
+
+
+def packed_batch_messages(
+    batch: Sequence[Write],
+    runs: Sequence[int],
+    batch_id: str,
+    expected_last: int,
+    *,
+    guid_header: str = HEADER_GUID,
+) -> list[tuple[bytes, bytes]]:
+    """(header block, data) of each stream message of an atomic batch to one channel's
+    subject: the writes of ``batch`` in runs of ``runs`` (:func:`pack_runs`), a run of one
+    as one message, a longer one as a pack. The first expects the channel's last message
+    at stream sequence ``expected_last`` (0: none), the last commits the batch.
+    ``guid_header``: where a lone message's publish ID goes (:data:`HEADER_MSG_ID` only
+    to test what JetStream does with it). ValueError for a publish ID or reply with a
+    line break (it would forge headers)."""
+    _check_header_fields(batch)
+    if not batch:
+        return []
+    # One f-string per stream message (this runs for every message a cluster stores); the
+    # first and the last get their extra line before the blank line that ends a block.
+    batch_line = f"\r\nNats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: "
+    blocks: list[str] = []
+    datas: list[bytes] = []
+    start = 0
+    for index, count in enumerate(runs, 1):
+        if count == 1:
+            sequence, guid, reply, timestamp, payload = batch[start]
+            blocks.append(
+                f"NATS/1.0\r\n{HEADER_SEQUENCE}: {sequence}\r\n{HEADER_TIMESTAMP}: {timestamp}"
+                f"{_line(guid_header, guid)}{_line(HEADER_REPLY, reply)}{batch_line}{index}"
+                "\r\n\r\n"
+            )
+            datas.append(payload)
+        else:
+            run = batch[start : start + count]
+            sequence, guid = run[0][0], run[-1][1]
+            blocks.append(
+                f"NATS/1.0\r\n{HEADER_SEQUENCE}: {sequence}\r\n{HEADER_COUNT}: {count}"
+                f"{_line(HEADER_GUID, guid)}{batch_line}{index}\r\n\r\n"
+            )
+            datas.append(
+                spb.MessagePack(
+                    Data=[write[4] for write in run],
+                    Timestamps=[write[3] for write in run],
+                    Replies=[write[2] for write in run],
+                    Guids=[write[1] for write in run],
+                ).SerializeToString()
+            )
+        start += count
+    blocks[0] = f"{blocks[0][:-2]}{HEADER_EXPECTED_LAST_SUBJECT}: {expected_last}\r\n\r\n"
+    blocks[-1] = f"{blocks[-1][:-2]}Nats-Batch-Commit: 1\r\n\r\n"
+    return [(block.encode(), data) for block, data in zip(blocks, datas, strict=True)]
+
+
+def _line(name: str, value: str) -> str:
+    return f"\r\n{name}: {value}" if value else ""
+
+
+def _check_header_fields(batch: Sequence[Write]) -> None:
+    """ValueError for a publish ID or reply with a line break (it would forge headers)."""
     fields = "".join(f"{guid}{reply}" for _, guid, reply, _, _ in batch)
     if _BREAKS_HEADER.search(fields):
         for _, guid, reply, _, _ in batch:
             if _BREAKS_HEADER.search(guid) or _BREAKS_HEADER.search(reply):
                 raise ValueError(f"a line break in the publish ID {guid!r} or reply {reply!r}")
-    if not batch:
-        return []
-    # One f-string per message (this runs for every message a cluster stores); the first
-    # and the last message get their extra line before the blank line that ends a block.
-    head = f"NATS/1.0\r\n{HEADER_SEQUENCE}: "
-    stamp_line = f"\r\n{HEADER_TIMESTAMP}: "
-    guid_line = f"\r\n{guid_header}: "
-    reply_line = f"\r\n{HEADER_REPLY}: "
-    batch_line = f"\r\nNats-Batch-Id: {batch_id}\r\nNats-Batch-Sequence: "
-    blocks = [
-        f"{head}{sequence}{stamp_line}{timestamp}{guid_line if guid else ''}{guid}"
-        f"{reply_line if reply else ''}{reply}{batch_line}{index}\r\n\r\n"
-        for index, (sequence, guid, reply, timestamp, _) in enumerate(batch, 1)
-    ]
-    blocks[0] = f"{blocks[0][:-2]}{HEADER_EXPECTED_LAST_SUBJECT}: {expected_last}\r\n\r\n"
-    blocks[-1] = f"{blocks[-1][:-2]}Nats-Batch-Commit: 1\r\n\r\n"
-    return [(block.encode(), write[4]) for block, write in zip(blocks, batch, strict=True)]
 
 
 class ChannelMessage(NamedTuple):
@@ -333,6 +418,48 @@ def decode_message(channel: str, fields: Mapping[str, str], data: bytes) -> Chan
     return ChannelMessage(sequence, record, guid, timestamp)
 
 
-def decode_stream_message(channel: str, headers: bytes, data: bytes) -> ChannelMessage:
-    """:func:`decode_message` of a raw header block."""
-    return decode_message(channel, decode_headers(headers)[1], data)
+def message_span(fields: Mapping[str, str]) -> tuple[int, int]:
+    """(first STAN sequence, count) of a stream message of a channel, from its decoded
+    headers. StoreError when it has none (not written by this layout)."""
+    try:
+        first = int(fields[HEADER_SEQUENCE])
+        count = int(fields.get(HEADER_COUNT) or 1)
+    except (KeyError, ValueError):
+        raise StoreError(f"a channel message without {HEADER_SEQUENCE}") from None
+    if first < 1 or count < 1:
+        raise StoreError(f"a channel message with {HEADER_SEQUENCE} {first} of {count}")
+    return first, count
+
+
+def decode_messages(channel: str, fields: Mapping[str, str], data: bytes) -> list[ChannelMessage]:
+    """The STAN messages of one stream message of ``channel`` (one, or a pack's), from
+    its decoded headers and data. StoreError for a stream message this layout did not
+    write, or a damaged pack."""
+    if HEADER_COUNT not in fields:
+        return [decode_message(channel, fields, data)]
+    first, count = message_span(fields)
+    try:
+        pack = spb.MessagePack.FromString(data)
+    except Exception as exc:  # protobuf's DecodeError, whatever the backend
+        raise StoreError(f"a damaged pack of channel {channel!r} at {first}: {exc}") from None
+    columns = (pack.Data, pack.Timestamps, pack.Replies, pack.Guids)
+    if any(len(column) != count for column in columns):
+        raise StoreError(f"a damaged pack of channel {channel!r} at {first}: not {count} messages")
+    return [
+        ChannelMessage(
+            sequence,
+            pb.MsgProto(
+                sequence=sequence, subject=channel, reply=reply, data=payload, timestamp=stamp
+            ).SerializeToString(),
+            guid,
+            stamp,
+        )
+        for sequence, payload, stamp, reply, guid in zip(
+            range(first, first + count), *columns, strict=True
+        )
+    ]
+
+
+def decode_stream_messages(channel: str, headers: bytes, data: bytes) -> list[ChannelMessage]:
+    """:func:`decode_messages` of a raw header block."""
+    return decode_messages(channel, decode_headers(headers)[1], data)

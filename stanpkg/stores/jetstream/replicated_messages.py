@@ -392,17 +392,7 @@ class ReplicatedMessages(MessageStore, DeduplicatingMessages, PipeliningMessages
         self._settled(batch)
         if batch.records:
             first = batch.writes[0][0]
-            positions = self.channel_log.positions
-            stream_first = positions.stream_seq(first)
-            stream_seqs = (
-                range(stream_first, stream_first + len(batch.records))
-                if (
-                    stream_first
-                    and positions.stream_seq(first + len(batch.records) - 1)
-                    == stream_first + len(batch.records) - 1
-                )
-                else ()
-            )
+            stream_seqs = self.channel_log.positions.stream_seqs(first, len(batch.records))
             self._append(batch.records, batch.stamps, batch.guids, first, stream_seqs)
 
     def _append(
@@ -445,7 +435,7 @@ class ReplicatedMessages(MessageStore, DeduplicatingMessages, PipeliningMessages
                 stamps.append(message.timestamp)
                 guids.append(message.guid)
                 stream_seqs.append(stored.stream_seq)
-                log.positions.add(message.sequence, stored.stream_seq)
+                log.positions.add(message.sequence, stored.stream_seq, packed=True)
             if records:
                 self._append(records, stamps, guids, first, stream_seqs)
         if last is not None:

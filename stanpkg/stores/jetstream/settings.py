@@ -27,6 +27,7 @@ class ClusterSettings:
     lease_ttl: float  # seconds without renewal after which a standby takes over
     channel_streams: int = DEFAULT_CHANNEL_STREAMS  # shared streams new channels go to
     read_cache: int = int_default("cluster.read_cache")  # bytes of messages kept in memory
+    pack_bytes: int = int_default("cluster.pack_bytes")  # a pack of messages at most
 
     @classmethod
     def from_plan(cls, plan: Plan) -> ClusterSettings:
@@ -42,6 +43,7 @@ class ClusterSettings:
             lease_ttl=max(2 * cluster.raft_election_timeout, cluster.raft_lease_timeout) / 1e9,
             channel_streams=cluster.channel_streams,
             read_cache=cluster.read_cache,
+            pack_bytes=cluster.pack_bytes,
         )
 
     @property

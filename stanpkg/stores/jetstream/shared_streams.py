@@ -21,7 +21,7 @@ from stanpkg.stores.jetstream.layout import (
     shared_stream_name,
     shared_stream_prefix,
 )
-from stanpkg.stores.jetstream.record_codec import ChannelMessage, decode_message
+from stanpkg.stores.jetstream.record_codec import ChannelMessage, decode_messages
 from stanpkg.stores.jetstream.stream_management import ensure_stream, shared_stream_config
 from stanpkg.stores.jetstream.stream_reader import StreamState, read_range
 from stanpkg.transport.connection import NatsConnection, decode_headers
@@ -105,4 +105,5 @@ class SharedStreams:
             channel = subject[cut:]
             if not subject.startswith(prefix) or channel not in channels:
                 continue
-            yield channel, StoredMessage(stream_seq, decode_message(channel, fields, data))
+            for message in decode_messages(channel, fields, data):
+                yield channel, StoredMessage(stream_seq, message)

@@ -253,6 +253,7 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
             contention.link.conn, settings.cluster_id, settings.replicas,
             recorded=[i for i in (decoded.channels.values() if decoded else ()) if i is not None],
             new_streams=settings.channel_streams, writer_id=next_nuid(),
+            pack_bytes=settings.pack_bytes,
         )  # fmt: skip
         if decoded is not None and decoded.legacy:
             conversion = Conversion(writer, records, self.log, check=self._check_lease)

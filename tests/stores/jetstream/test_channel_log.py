@@ -57,12 +57,12 @@ async def test_a_flush_larger_than_one_atomic_batch_is_stored_in_order(
         total = ATOMIC_BATCH_MAX + 250
         append(log, 1, total)
         await log.flush()
-        assert (log.last_sequence, log.fence) == (total, total)
+        # Two batches, one after the other, a pack each.
+        assert (log.last_sequence, log.fence) == (total, 2)
         stored = await read_all(log)
         assert [s for s, _, _ in stored] == list(range(1, total + 1))
         assert stored[-1] == (total, f"m{total}".encode(), f"g{total}")
-        # Two batches, one after the other: one run.
-        assert len(log.positions) == 1 and log.positions.stream_seq(total) == total
+        assert log.positions.stream_seqs(1, total) == [1] * ATOMIC_BATCH_MAX + [2] * 250
 
 
 async def test_a_run_appended_at_once_is_stored_as_appended_one_by_one(

@@ -25,6 +25,7 @@ from stanpkg.stores.jetstream.connection import js_api
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     LAYOUT_KEY,
+    LAYOUT_VERSION,
     channel_key,
     channel_stream_index,
     channel_subject,
@@ -32,7 +33,12 @@ from stanpkg.stores.jetstream.layout import (
     records_bucket,
     shared_stream_name,
 )
-from stanpkg.stores.jetstream.record_codec import decode_records
+from stanpkg.stores.jetstream.record_codec import (
+    ChannelMessage,
+    decode_messages,
+    decode_records,
+    message_span,
+)
 from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.stream_reader import find_stream_state, read_subject
@@ -119,10 +125,11 @@ async def _subject_sequences(url: str, cluster_id: str, channel: str) -> list[in
         state = await find_stream_state(conn, stream)
         if state is None or not state.msgs:
             return []
-        return [
-            int(decode_headers(headers)[1]["Stan-Sequence"])
-            async for _, headers, _ in read_subject(conn, stream, subject, 1, state.last_seq)
-        ]
+        found: list[int] = []
+        async for _, headers, _ in read_subject(conn, stream, subject, 1, state.last_seq):
+            first, count = message_span(decode_headers(headers)[1])  # a pack: count of them
+            found += range(first, first + count)
+        return found
     finally:
         await conn.close()
 
@@ -145,7 +152,7 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     assert not names & legacy
     assert {shared_stream_name(cid, k) for k in range(DEFAULT_CHANNEL_STREAMS)} <= names
     records = await _records(url, cid)
-    assert json.loads(records[LAYOUT_KEY]) == {"version": 2, "channel_streams": 16}
+    assert json.loads(records[LAYOUT_KEY]) == {"version": LAYOUT_VERSION, "channel_streams": 16}
 
     client = await StanClient.connect(url, cid, "reader")
     for name, want in manifest["channels"].items():
@@ -178,7 +185,8 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     assert (fresh.sequence, fresh.data, fresh.redelivered) == (21, b"new", False)
     await owner.close()
 
-    # A plain JetStream consumer reads a converted channel from its subject.
+    # A plain JetStream consumer reads a converted channel from its subject (packs
+    # decoded with their protobuf message, spb.MessagePack).
     index = channel_stream_index("orders", DEFAULT_CHANNEL_STREAMS)
     nc = await nats.connect(url)
     try:
@@ -187,13 +195,16 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
             stream=shared_stream_name(cid, index),
             ordered_consumer=True,
         )
-        messages = [await reader.next_msg(5) for _ in range(21)]
+        messages: list[ChannelMessage] = []
+        while len(messages) < 21:
+            msg = await reader.next_msg(5)
+            messages += decode_messages("orders", msg.headers or {}, msg.data)
     finally:
         await nc.close()
-    assert [m.data for m in messages[:20]] == [
+    assert [pb.MsgProto.FromString(m.record).data for m in messages[:20]] == [
         d.encode() for d in manifest["channels"]["orders"]["data"]
     ]
-    assert [int((m.headers or {})["Stan-Sequence"]) for m in messages] == list(range(1, 22))
+    assert [m.sequence for m in messages] == list(range(1, 22))
     assert node.stop() == 0
 
 

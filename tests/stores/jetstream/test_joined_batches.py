@@ -14,8 +14,10 @@ import pytest
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.stores.base import MessageBatch, StoreError
+from stanpkg.stores.jetstream.record_codec import message_span
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.stream_writer import WriteRound
+from stanpkg.transport.connection import decode_headers
 from tests.stores.jetstream.test_standby_view import _leader
 
 
@@ -24,13 +26,13 @@ def _messages(prefix: str, count: int) -> MessageBatch:
 
 
 def _count_batches(msgs: ReplicatedMessages, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The size of every atomic batch the channel sends from now on."""
+    """The STAN messages of every atomic batch the channel sends from now on."""
     writer = msgs.channel_log._writer
     sent: list[int] = []
     send = writer.send
 
     def counting(subject: str, messages: Sequence[tuple[bytes, bytes]]) -> WriteRound:
-        sent.append(len(messages))
+        sent.append(sum(message_span(decode_headers(h)[1])[1] for h, _ in messages))
         return send(subject, messages)
 
     monkeypatch.setattr(writer, "send", counting)

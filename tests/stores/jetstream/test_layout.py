@@ -115,7 +115,7 @@ def test_records_round_trip() -> None:
     assert LAYOUT_KEY == "layout" and state_key("a.b") == kv_key("state", "a.b")
     decoded = decode_records(records)
     assert decoded is not None
-    assert decoded.layout == Layout(2, 16)
+    assert decoded.layout == Layout(3, 16)
     assert decoded.channels == {"a.b": 0, "old": None, "orders": 5}
     assert decoded.legacy == ["old"]
     assert decoded.states == {"orders": ChannelState(3, 120, 8, 10)}
@@ -123,8 +123,8 @@ def test_records_round_trip() -> None:
 
 def test_a_layout_this_release_does_not_know_is_refused() -> None:
     info = ServerInfo.for_cluster("c", "_STAN.discover")
-    records = dict([server_record(info), (LAYOUT_KEY, b'{"version": 3, "channel_streams": 4}')])
-    with pytest.raises(StoreError, match="layout 3"):
+    records = dict([server_record(info), (LAYOUT_KEY, b'{"version": 4, "channel_streams": 4}')])
+    with pytest.raises(StoreError, match="layout 4"):
         decode_records(records)
     with pytest.raises(StoreError, match="unreadable"):
         decode_records({**records, channel_key("x"): b"{not json"} | dict([layout_record(1)]))

@@ -1,0 +1,211 @@
+"""Packs: a flush of small messages kept as one stream message (``record_codec``), and
+every reader of a channel (positions, search, runs, the last message, purges) reading
+packs and lone messages alike, on a real JetStream server."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stanpkg.proto import protocol_pb2 as pb
+from stanpkg.proto import spb_pb2 as spb
+from stanpkg.stores.base import StoreError
+from stanpkg.stores.jetstream.channel_log import ChannelLog, StreamPositions
+from stanpkg.stores.jetstream.layout import LAYOUT_KEY
+from stanpkg.stores.jetstream.record_codec import (
+    decode_layout,
+    decode_messages,
+    decode_stream_messages,
+    pack_runs,
+    packed_batch_messages,
+)
+from stanpkg.stores.jetstream.stream_reader import stream_state
+from stanpkg.transport.connection import decode_headers
+from tests.stores.jetstream.test_channel_log import channel
+from tests.stores.jetstream.test_streams import writes_of
+
+# -- the bytes -------------------------------------------------------------------------------
+
+
+@given(
+    writes_of(40, 30),
+    st.integers(min_value=1, max_value=2**40),
+    st.integers(min_value=0, max_value=300),
+)
+def test_packed_messages_read_back_as_written(
+    writes: list[tuple[str, str, int, bytes]], first: int, pack_bytes: int
+) -> None:
+    batch = [(first + i, *write) for i, write in enumerate(writes)]
+    runs = pack_runs(batch, pack_bytes)
+    assert sum(runs) == len(batch) and all(runs)
+    out = packed_batch_messages(batch, runs, "b-1", 7)
+    assert len(out) == len(runs)
+    read = [m for headers, data in out for m in decode_stream_messages("ch", headers, data)]
+    assert [(m.sequence, m.guid, m.timestamp) for m in read] == [
+        (sequence, guid, timestamp) for sequence, guid, _, timestamp, _ in batch
+    ]
+    for message, (sequence, _, reply, timestamp, payload) in zip(read, batch, strict=True):
+        assert pb.MsgProto.FromString(message.record) == pb.MsgProto(
+            sequence=sequence, subject="ch", reply=reply, data=payload, timestamp=timestamp
+        )
+    first_fields = decode_headers(out[0][0])[1]
+    last_fields = decode_headers(out[-1][0])[1]
+    assert first_fields["Nats-Expected-Last-Subject-Sequence"] == "7"
+    assert last_fields["Nats-Batch-Commit"] == "1"
+    if batch[-1][1]:  # the last message's publish ID, which a lost answer is judged by
+        assert last_fields["Stan-Guid"] == batch[-1][1]
+
+
+def test_a_pack_holds_what_fits_and_a_larger_message_goes_alone() -> None:
+    small = [(n, f"g{n}", "", n, b"x" * 10) for n in range(1, 7)]
+    big = (7, "g7", "", 7, b"y" * 500)
+    entry = 10 + 2 + 16  # payload, publish ID, an entry's overhead
+    assert pack_runs(small, 3 * entry) == [3, 3]
+    assert pack_runs([*small, big], 7 * entry) == [6, 1]
+    assert pack_runs([big, *small], 7 * entry) == [1, 6]
+    assert pack_runs(small, 0) == [1] * 6  # no packs
+
+
+def test_a_damaged_pack_is_a_store_error_not_a_crash() -> None:
+    fields = {"Stan-Sequence": "5", "Stan-Count": "3"}
+    two = spb.MessagePack(
+        Data=[b"a", b"b"], Timestamps=[1, 2], Replies=["", ""], Guids=["g", "h"]
+    ).SerializeToString()
+    with pytest.raises(StoreError, match="damaged pack of channel 'ch' at 5: not 3 messages"):
+        decode_messages("ch", fields, two)
+    with pytest.raises(StoreError, match="damaged pack of channel 'ch' at 5"):
+        decode_messages("ch", fields, b"\xff\xff\xff")
+    with pytest.raises(StoreError, match="without Stan-Sequence"):
+        decode_messages("ch", {"Stan-Count": "3"}, two)
+    with pytest.raises(StoreError, match="Stan-Sequence 5 of 0"):
+        decode_messages("ch", {"Stan-Sequence": "5", "Stan-Count": "0"}, two)
+
+
+def test_layouts_2_and_3_are_read_and_a_later_one_refused() -> None:
+    for version in (2, 3):
+        layout = decode_layout(b'{"version": %d, "channel_streams": 4}' % version)
+        assert layout is not None and layout.version == version
+    with pytest.raises(StoreError, match="layout 4; this release reads layouts 2 and 3"):
+        decode_layout(b'{"version": 4, "channel_streams": 4}')
+    assert LAYOUT_KEY == "layout"
+
+
+def test_positions_map_packs_and_lone_messages() -> None:
+    positions = StreamPositions()
+    positions.add_runs(1, 12, [1, 1, 400])  # 1 at 10, 2 at 11, 3..402 in a pack at 12
+    positions.add_runs(403, 14, [1, 1])  # 403 at 13, 404 at 14
+    assert [positions.stream_seq(n) for n in (1, 2, 3, 200, 402, 403, 404, 405)] == [
+        10, 11, 12, 12, 12, 13, 14, 0,
+    ]  # fmt: skip
+    assert len(positions) == 3  # the lone messages either side of the pack are one run each
+    assert positions.stream_seqs(401, 4) == [12, 12, 13, 14]
+    assert positions.stream_seqs(401, 5) == []  # 405 is not known
+    positions.drop_below(300)  # inside the pack: it stays
+    assert positions.stream_seq(300) == 12 and positions.stream_seq(2) == 0
+    # What a catch-up reads back, one message at a time: merged into runs again.
+    read = StreamPositions()
+    for sequence, stream_seq in [(1, 10), (2, 11), (3, 12), (4, 12), (5, 12), (6, 13)]:
+        read.add(sequence, stream_seq, packed=True)
+    assert [read.stream_seq(n) for n in range(1, 7)] == [10, 11, 12, 12, 12, 13]
+    assert len(read) <= 3
+
+
+# -- on JetStream ----------------------------------------------------------------------------
+
+
+def append(log: ChannelLog, first: int, last: int, size: int = 20) -> None:
+    for n in range(first, last + 1):
+        log.append(
+            n, f"_INBOX.{n}" if n % 7 == 0 else "", 1000 + n, b"%d:" % n + b"m" * size, f"g{n}"
+        )
+
+
+def fresh(log: ChannelLog) -> ChannelLog:
+    """Another node's view of the same channel: nothing known of its positions."""
+    other = ChannelLog(log._conn, log._writer, "x", log.channel, 0)
+    other.stream, other.subject = log.stream, log.subject
+    return other
+
+
+async def flushed(log: ChannelLog, pack_bytes: int, first: int, last: int) -> None:
+    """Messages first..last written in one flush, in packs of ``pack_bytes``."""
+    log.pack_bytes = pack_bytes
+    append(log, first, last)
+    await log.flush()
+
+
+async def test_a_flush_of_small_messages_is_a_few_stream_messages_read_back_whole(
+    jetstream_url: str,
+) -> None:
+    async with channel(jetstream_url) as log:
+        await flushed(log, 4096, 1, 600)
+        state = await stream_state(log._conn, log.stream)
+        assert state.msgs == log.fence < 30  # about 4096 / (24 + 4 + 16) messages each
+        last = await log.last_message()
+        assert last is not None and (last.sequence, last.guid) == (600, "g600")
+        assert last.stream_seq == log.fence and last.first < 600
+        other = fresh(log)
+        other.start_at(last)
+        for first, end in [(1, 1), (1, 600), (250, 251), (333, 480), (599, 600), (600, 600)]:
+            got = await other.read_messages(first, end)
+            # The rest of the pack holding ``end`` comes too (read already).
+            assert [m.sequence for m in got] == list(range(first, got[-1].sequence + 1))
+            got = [m for m in got if m.sequence <= end]
+            assert got[-1].sequence == end, (first, end)
+            record = pb.MsgProto.FromString(got[-1].record)
+            assert record.data == b"%d:" % end + b"m" * 20 and got[-1].guid == f"g{end}"
+            assert record.reply == (f"_INBOX.{end}" if end % 7 == 0 else "")
+        read = [stored.message.sequence async for stored in log.read_after(0, log.fence)]
+        assert read == list(range(1, 601))
+
+
+async def test_lone_messages_and_packs_read_alike_in_one_channel(jetstream_url: str) -> None:
+    """A channel written before packs (layout 2: a stream message each) and after."""
+    async with channel(jetstream_url) as log:
+        await flushed(log, 0, 1, 50)  # as layout 2 wrote
+        await flushed(log, 1024, 51, 300)
+        await flushed(log, 0, 301, 310)
+        assert 50 + 10 < log.fence < 50 + 10 + 30
+        other = fresh(log)
+        other.start_at(await log.last_message())
+        for first, end in [(1, 310), (40, 60), (50, 51), (120, 121), (299, 305), (310, 310)]:
+            got = await other.read_messages(first, end)
+            assert [m.sequence for m in got if m.sequence <= end] == list(range(first, end + 1))
+        assert await other.first_stored() == 1
+
+
+async def test_a_purge_inside_a_pack_keeps_the_pack_and_reads_from_the_first_kept(
+    jetstream_url: str,
+) -> None:
+    async with channel(jetstream_url) as log:
+        await flushed(log, 2048, 1, 200)
+        keep_from = 130
+        pack = log.positions.stream_seq(keep_from)
+        assert pack and log.positions.stream_seq(keep_from - 1) == pack  # inside a pack
+        await log.purge_below(pack)
+        # The pack stays (what it holds before 130 too); a reader skips what was dropped.
+        assert await log.first_stored() < keep_from
+        other = fresh(log)
+        other.start_at(await log.last_message())
+        got = await other.read_messages(keep_from, 150)
+        assert [m.sequence for m in got if m.sequence <= 150] == list(range(keep_from, 151))
+        assert [m.sequence for m in await other.read_messages(1, 5)] == []
+
+
+async def test_a_pack_whose_answer_was_lost_is_judged_stored_by_its_last_message(
+    jetstream_url: str,
+) -> None:
+    """The fence judgment reads the channel's last message: a pack's last publish ID."""
+    async with channel(jetstream_url) as log:
+        log.pack_bytes = 1 << 20
+        append(log, 1, 40)
+        writes = log.take()
+        sent = log.send(writes)
+        await log._writer.answer(sent, 5)  # stored; its answer "lost"
+        await log.write(writes)  # sent again: refused by the fence, judged stored
+        assert (log.last_sequence, log.fence) == (40, 1)
+        append(log, 41, 45)
+        await log.flush()
+        last = await log.last_message()
+        assert last is not None and (last.sequence, last.stream_seq, last.first) == (45, 2, 41)
