@@ -149,11 +149,16 @@ def main() -> int:
     parser.add_argument("-n", "--count", type=int, default=50000)
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
+    parser.add_argument(
+        "--pack-bytes", default="", help="stanpkg's cluster.pack_bytes (default: none)"
+    )
     args = parser.parse_args()
     found = servers(args.build)
     if found is None:
         return 2
     reference, servers_ = found
+    if args.pack_bytes:
+        servers_["stanpkg"] = [*servers_["stanpkg"], "--cluster_pack_bytes", args.pack_bytes]
     results: dict[tuple[str, str], list[float]] = {}
     for round_no in range(args.rounds):
         names = list(servers_) if round_no % 2 == 0 else list(servers_)[::-1]

@@ -365,7 +365,7 @@ class Destination:
                 state.delete(key)  # replaced by the source's below, if it has that ID
         written = 0
         if LAYOUT_KEY not in existing:
-            state.put(*layout_record(self._writer.streams.new))
+            state.put(*layout_record(self._writer.streams.new, packs=self._writer.pack_bytes > 0))
             written += 1
         for channel, subs in channels.items():
             index, channel_figures = self.index_of(channel), figures.get(channel, ChannelState())

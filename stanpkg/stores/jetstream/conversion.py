@@ -132,7 +132,7 @@ class Conversion:
 
     async def finish(self, new_streams: int) -> None:
         """Every channel converted: the layout record, last."""
-        self._records.put(*layout_record(new_streams))
+        self._records.put(*layout_record(new_streams, packs=self._writer.pack_bytes > 0))
         await self._records.flush()
 
     async def _old_state(self, name: str, leader_timeout: float) -> StreamState | None:

@@ -17,10 +17,10 @@ Layout version 3 (the ``layout`` record says so; :data:`LAYOUT_VERSION`):
   ``channel.<channel>`` (its stream), ``state.<channel>`` (its messages' figures),
   ``sub.<channel>.<id>`` and :data:`LAYOUT_KEY` (``record_codec.py`` has their bytes).
 
-Version 2 is the same but for packs (several messages in one stream message,
-``record_codec``): it is read as it is, and the node that serves next writes packs and
-records version 3, which releases that read only version 2 refuse to serve rather than
-misread.
+Version 2 is the same without packs (several messages in one stream message,
+``record_codec``, written when ``cluster.pack_bytes`` is set): a cluster is recorded in
+version 3 once a node that writes packs serves it, and stays there; releases that read
+only version 2 refuse to serve it rather than misread packs.
 
 Version 1, which releases before 2 wrote and :mod:`conversion` reads once, kept each
 channel in a stream of its own (:func:`legacy_stream_name` over
@@ -61,6 +61,7 @@ __all__ = [
     "LEASE_KEY",
     "LEASE_PROBE_HEADER",
     "MAX_CHANNEL_STREAMS",
+    "PLAIN_LAYOUT_VERSION",
     "READABLE_LAYOUTS",
     "SERVER_KEY",
     "channel_key",
@@ -89,8 +90,9 @@ __all__ = [
     "sub_key",
 ]
 
-LAYOUT_VERSION = 3  # what the ``layout`` record of a cluster in this layout says
-READABLE_LAYOUTS = (2, LAYOUT_VERSION)  # version 2: the same, before packs
+LAYOUT_VERSION = 3  # what the ``layout`` record of a cluster that may hold packs says
+PLAIN_LAYOUT_VERSION = 2  # and of one whose messages are a stream message each
+READABLE_LAYOUTS = (PLAIN_LAYOUT_VERSION, LAYOUT_VERSION)
 # cluster.channel_streams' default and maximum, from the options table.
 DEFAULT_CHANNEL_STREAMS = int_default("cluster.channel_streams")
 MAX_CHANNEL_STREAMS = int(BY_PATH["cluster.channel_streams"].maximum or 0)

@@ -25,13 +25,14 @@ two forms, read alike:
   deduplication: the per-channel fence already refuses a write sent again, the serving
   node deduplicates resends by GUID itself, and JetStream's duplicate tracking cost a
   fifth of its write rate (bench/cluster/jetstream_floor.py);
-* a pack (layout 3): ``Stan-Count`` consecutive messages from ``Stan-Sequence``, their
-  payloads, timestamps, replies and GUIDs in one ``spb.MessagePack``, and ``Stan-Guid``
-  the last one's GUID. Why: JetStream's work, on each of the three servers, is per stream
-  message, and it was most of a cluster's CPU per STAN message; a flush of small messages
-  packed into one stream message costs a third less CPU in all (bench/cluster/
-  cluster_bench.py). A flush is cut into packs of at most :data:`PACK_BYTES`; a message
-  alone in its pack is written in the first form.
+* a pack (layout 3, written when ``cluster.pack_bytes`` is set): ``Stan-Count``
+  consecutive messages from ``Stan-Sequence``, their payloads, timestamps, replies and
+  GUIDs in one ``spb.MessagePack``, and ``Stan-Guid`` the last one's GUID. Why: JetStream's
+  work, on each of the three servers, is per stream message, and it is most of a
+  cluster's CPU per STAN message; a flush of small messages packed into one stream message
+  costs a third less CPU in all (bench/cluster/cluster_bench.py). A flush is cut into
+  packs of at most ``pack_bytes``; a message alone in its pack is written in the first
+  form. Not the default: a plain JetStream client reads the first form as published.
 
 The first message of a write expects the channel's last stream sequence
 (``Nats-Expected-Last-Subject-Sequence``).
@@ -52,6 +53,7 @@ from stanpkg.stores.base import ClientRecord, ServerInfo, StoreError, SubRecord
 from stanpkg.stores.jetstream.layout import (
     LAYOUT_KEY,
     LAYOUT_VERSION,
+    PLAIN_LAYOUT_VERSION,
     READABLE_LAYOUTS,
     SERVER_KEY,
     channel_key,
@@ -137,9 +139,11 @@ def channel_record(channel: str, stream: int) -> tuple[str, bytes]:
     return channel_key(channel), json.dumps({"stream": stream}).encode()
 
 
-def layout_record(streams: int) -> tuple[str, bytes]:
-    """(key, value) of the layout: this release's, new channels spread over ``streams``."""
-    return LAYOUT_KEY, json.dumps({"version": LAYOUT_VERSION, "channel_streams": streams}).encode()
+def layout_record(streams: int, *, packs: bool = False) -> tuple[str, bytes]:
+    """(key, value) of the layout: this release's, new channels spread over ``streams``;
+    ``packs``: the streams may hold packs (version 3, else 2)."""
+    version = LAYOUT_VERSION if packs else PLAIN_LAYOUT_VERSION
+    return LAYOUT_KEY, json.dumps({"version": version, "channel_streams": streams}).encode()
 
 
 @dataclass(frozen=True, slots=True)

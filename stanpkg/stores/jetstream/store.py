@@ -60,6 +60,7 @@ from stanpkg.stores.jetstream.conversion import Conversion
 from stanpkg.stores.jetstream.handover import hand_over_or_release
 from stanpkg.stores.jetstream.layout import (
     LAYOUT_VERSION,
+    PLAIN_LAYOUT_VERSION,
     channel_key,
     client_key,
     kv_stream,
@@ -259,9 +260,16 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
             conversion = Conversion(writer, records, self.log, check=self._check_lease)
             await convert_legacy(decoded, conversion, patience, self.log)
             patience.restart()
-        elif decoded is None or decoded.layout != _layout_of(settings.channel_streams):
-            records.put(*layout_record(settings.channel_streams))
-            self._schedule_flush()
+        else:
+            # Version 3 once packs may be in the streams: written by this node or before.
+            packs = settings.pack_bytes > 0 or (
+                decoded is not None
+                and decoded.layout is not None
+                and decoded.layout.version == LAYOUT_VERSION
+            )
+            if decoded is None or decoded.layout != _layout_of(settings.channel_streams, packs):
+                records.put(*layout_record(settings.channel_streams, packs=packs))
+                self._schedule_flush()
         moves = None
         if settings.replicas > 1:
             moves = gather_leaders(
@@ -608,5 +616,5 @@ class ClusteredStore(Store, NatsBackedStore, LockableStore, ReplicatedStore, Pip
         return task
 
 
-def _layout_of(streams: int) -> Layout:
-    return Layout(LAYOUT_VERSION, streams)
+def _layout_of(streams: int, packs: bool) -> Layout:
+    return Layout(LAYOUT_VERSION if packs else PLAIN_LAYOUT_VERSION, streams)

@@ -50,19 +50,24 @@ async def read_all(log: ChannelLog) -> list[tuple[int, bytes, str]]:
     return out
 
 
+@pytest.mark.parametrize("pack_bytes", [0, 1 << 20])
 async def test_a_flush_larger_than_one_atomic_batch_is_stored_in_order(
-    jetstream_url: str,
+    jetstream_url: str, pack_bytes: int
 ) -> None:
     async with channel(jetstream_url) as log:
+        log.pack_bytes = pack_bytes
         total = ATOMIC_BATCH_MAX + 250
         append(log, 1, total)
         await log.flush()
-        # Two batches, one after the other, a pack each.
-        assert (log.last_sequence, log.fence) == (total, 2)
         stored = await read_all(log)
         assert [s for s, _, _ in stored] == list(range(1, total + 1))
         assert stored[-1] == (total, f"m{total}".encode(), f"g{total}")
-        assert log.positions.stream_seqs(1, total) == [1] * ATOMIC_BATCH_MAX + [2] * 250
+        if pack_bytes:  # two batches, one after the other, a pack each
+            assert (log.last_sequence, log.fence) == (total, 2)
+            assert log.positions.stream_seqs(1, total) == [1] * ATOMIC_BATCH_MAX + [2] * 250
+        else:  # a stream message each: one run
+            assert (log.last_sequence, log.fence) == (total, total)
+            assert len(log.positions) == 1 and log.positions.stream_seq(total) == total
 
 
 async def test_a_run_appended_at_once_is_stored_as_appended_one_by_one(

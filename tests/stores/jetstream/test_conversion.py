@@ -25,7 +25,7 @@ from stanpkg.stores.jetstream.connection import js_api
 from stanpkg.stores.jetstream.layout import (
     DEFAULT_CHANNEL_STREAMS,
     LAYOUT_KEY,
-    LAYOUT_VERSION,
+    PLAIN_LAYOUT_VERSION,
     channel_key,
     channel_stream_index,
     channel_subject,
@@ -152,7 +152,10 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     assert not names & legacy
     assert {shared_stream_name(cid, k) for k in range(DEFAULT_CHANNEL_STREAMS)} <= names
     records = await _records(url, cid)
-    assert json.loads(records[LAYOUT_KEY]) == {"version": LAYOUT_VERSION, "channel_streams": 16}
+    assert json.loads(records[LAYOUT_KEY]) == {
+        "version": PLAIN_LAYOUT_VERSION,  # no packs written
+        "channel_streams": 16,
+    }
 
     client = await StanClient.connect(url, cid, "reader")
     for name, want in manifest["channels"].items():

@@ -115,7 +115,10 @@ def test_records_round_trip() -> None:
     assert LAYOUT_KEY == "layout" and state_key("a.b") == kv_key("state", "a.b")
     decoded = decode_records(records)
     assert decoded is not None
-    assert decoded.layout == Layout(3, 16)
+    assert decoded.layout == Layout(2, 16)  # no packs written
+    assert decode_records({**records, **dict([layout_record(16, packs=True)])}).layout == Layout(
+        3, 16
+    )
     assert decoded.channels == {"a.b": 0, "old": None, "orders": 5}
     assert decoded.legacy == ["old"]
     assert decoded.states == {"orders": ChannelState(3, 120, 8, 10)}

@@ -32,12 +32,16 @@ LIMITS = """streaming {
 LAZY = 1.6  # past one round of the lazy replication (each second)
 
 
-def _node(cluster_id: str, name: str, config: Path | None, log: LogCapture) -> ClusteredStore:
+def _node(
+    cluster_id: str, name: str, config: Path | None, log: LogCapture, *, pack_bytes: int = 0
+) -> ClusteredStore:
     args = ["-st", "file", "-dir", "unused", "-clustered", "-cluster_node_id", name]
     if config is not None:
         args = ["-sc", str(config), *args]
     plan = make_plan(*args, cluster_id=cluster_id)
-    settings = ClusterSettings(cluster_id, name, (), replicas=1, lease_ttl=2.0)
+    settings = ClusterSettings(
+        cluster_id, name, (), replicas=1, lease_ttl=2.0, pack_bytes=pack_bytes
+    )
     return ClusteredStore(plan, Logger(stream=log, debug=False, trace=False), settings)
 
 

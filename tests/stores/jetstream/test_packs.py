@@ -4,13 +4,15 @@ packs and lone messages alike, on a real JetStream server."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
-from stanpkg.stores.base import StoreError
+from stanpkg.stores.base import MessageBatch, StoreError
 from stanpkg.stores.jetstream.channel_log import ChannelLog, StreamPositions
 from stanpkg.stores.jetstream.layout import LAYOUT_KEY
 from stanpkg.stores.jetstream.record_codec import (
@@ -20,9 +22,14 @@ from stanpkg.stores.jetstream.record_codec import (
     pack_runs,
     packed_batch_messages,
 )
+from stanpkg.stores.jetstream.store import ClusteredStore
 from stanpkg.stores.jetstream.stream_reader import stream_state
 from stanpkg.transport.connection import decode_headers
+from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_channel_log import channel
+from tests.stores.jetstream.test_conversion import _records
+from tests.stores.jetstream.test_limits import _node
+from tests.stores.jetstream.test_on_demand import _msgs, _payload, _read_all, _serve, _stop
 from tests.stores.jetstream.test_streams import writes_of
 
 # -- the bytes -------------------------------------------------------------------------------
@@ -209,3 +216,54 @@ async def test_a_pack_whose_answer_was_lost_is_judged_stored_by_its_last_message
         await log.flush()
         last = await log.last_message()
         assert last is not None and (last.sequence, last.stream_seq, last.first) == (45, 2, 41)
+
+
+# -- through the store -----------------------------------------------------------------------
+
+
+async def _store_run(node: ClusteredStore, first: int, last: int) -> None:
+    """Messages first..last of channel "orders", flushes of 100."""
+    msgs = _msgs(node, "orders")
+    for start in range(first, last + 1, 100):
+        batch = [("", _payload("orders", n)) for n in range(start, min(last, start + 99) + 1)]
+        msgs.store(MessageBatch(time.time_ns(), batch))
+        await msgs.flush()
+
+
+async def _layout_version(url: str, cluster_id: str) -> int:
+    layout = decode_layout((await _records(url, cluster_id)).get(LAYOUT_KEY))
+    assert layout is not None
+    return layout.version
+
+
+async def test_nodes_that_pack_and_nodes_that_do_not_serve_one_cluster(
+    jetstream_url: str,
+) -> None:
+    """A cluster written without packs (layout 2), then by a node that packs (layout 3
+    from then on), then served by a node that does not: every message read back."""
+    cluster_id = new_cluster_id()
+    plain = await _serve(jetstream_url, _node(cluster_id, "a", None, LogCapture()))
+    await _store_run(plain, 1, 300)
+    await _stop(plain)
+    assert await _layout_version(jetstream_url, cluster_id) == 2
+
+    packing = _node(cluster_id, "b", None, LogCapture(), pack_bytes=64 * 1024)
+    await _serve(jetstream_url, packing)
+    await _store_run(packing, 301, 1300)
+    log = _msgs(packing, "orders").channel_log
+    assert log.fence == 300 + 10  # 300 lone messages, then a pack a flush
+    await _stop(packing)
+    assert await _layout_version(jetstream_url, cluster_id) == 3
+
+    reader = await _serve(jetstream_url, _node(cluster_id, "c", None, LogCapture()))
+    try:
+        msgs = _msgs(reader, "orders")
+        assert (msgs.first_sequence, msgs.last_sequence) == (1, 1300)
+        got = await _read_all(msgs)
+        assert [m.sequence for m in got] == list(range(1, 1301))
+        assert [m.data for m in got] == [_payload("orders", n) for n in range(1, 1301)]
+        await _store_run(reader, 1301, 1305)  # lone messages again, numbered on
+        assert msgs.last_sequence == 1305
+    finally:
+        await _stop(reader)
+    assert await _layout_version(jetstream_url, cluster_id) == 3  # packs may be there
