@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
+PACK_BYTES_HELP = "stanpkg's cluster.pack_bytes, e.g. 128KB (default: its default, no packs)"
 sys.path.insert(0, str(ROOT / "bench"))
 from processes import free_port, stop_server, tree_cpu  # noqa: E402 - shared by the bench scripts
 from side_by_side import parse_rates  # noqa: E402 - a sibling script
@@ -124,10 +125,11 @@ def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str,
     return {**parse_rates(out), **placement, **cpu}
 
 
-def servers(build: str = "") -> tuple[Path, dict[str, list[str]]] | None:
+def servers(build: str = "", pack_bytes: str = "") -> tuple[Path, dict[str, list[str]]] | None:
     """The reference's directory and the commands of both servers (None, with a hint,
     when STANPKG_REFERENCE_DIR does not hold the reference's binaries); ``build``: a
-    directory holding another build of the stanpkg package (a compiled one)."""
+    directory holding another build of the stanpkg package (a compiled one);
+    ``pack_bytes``: stanpkg's ``cluster.pack_bytes`` (its default when empty)."""
     reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
     if not (reference / "stanbench").exists():
         print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
@@ -138,6 +140,7 @@ def servers(build: str = "") -> tuple[Path, dict[str, list[str]]] | None:
             "-c",
             f"import sys; sys.path.insert(0, {build!r}); {RUN}" if build else RUN,
             "run",
+            *(["--cluster_pack_bytes", pack_bytes] if pack_bytes else []),
         ],
         "go": [str(reference / "nats-streaming-server")],
     }
@@ -149,16 +152,12 @@ def main() -> int:
     parser.add_argument("-n", "--count", type=int, default=50000)
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
-    parser.add_argument(
-        "--pack-bytes", default="", help="stanpkg's cluster.pack_bytes (default: none)"
-    )
+    parser.add_argument("--pack-bytes", default="", help=PACK_BYTES_HELP)
     args = parser.parse_args()
-    found = servers(args.build)
+    found = servers(args.build, args.pack_bytes)
     if found is None:
         return 2
     reference, servers_ = found
-    if args.pack_bytes:
-        servers_["stanpkg"] = [*servers_["stanpkg"], "--cluster_pack_bytes", args.pack_bytes]
     results: dict[tuple[str, str], list[float]] = {}
     for round_no in range(args.rounds):
         names = list(servers_) if round_no % 2 == 0 else list(servers_)[::-1]

@@ -64,7 +64,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from cluster_bench import servers, start_cluster, stop  # noqa: E402 - a sibling script
+from cluster_bench import PACK_BYTES_HELP, servers, start_cluster, stop  # noqa: E402 - a sibling script
 
 from stanpkg.client import StanBenchClient, StanSubscription  # noqa: E402
 from stanpkg.proto import protocol_pb2 as pb  # noqa: E402
@@ -509,6 +509,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", choices=("stanpkg", "go"), help="one side only")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
+    parser.add_argument("--pack-bytes", default="", help=PACK_BYTES_HELP)
     parser.add_argument(
         "--keep",
         action="store_true",
@@ -546,7 +547,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.fill < 0 or args.fill_channels < 1:
         parser.error("--fill must be >= 0 and --fill-channels >= 1")
-    found = servers(args.build)
+    found = servers(args.build, args.pack_bytes)
     if found is None:
         return 2
     _, commands = found
