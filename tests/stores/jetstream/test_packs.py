@@ -4,7 +4,9 @@ packs and lone messages alike, on a real JetStream server."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -28,7 +30,7 @@ from stanpkg.transport.connection import decode_headers
 from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_channel_log import channel
 from tests.stores.jetstream.test_conversion import _records
-from tests.stores.jetstream.test_limits import _node
+from tests.stores.jetstream.test_limits import LAZY, LIMITS, _in_stream, _node, _serving
 from tests.stores.jetstream.test_on_demand import _msgs, _payload, _read_all, _serve, _stop
 from tests.stores.jetstream.test_streams import writes_of
 
@@ -267,3 +269,39 @@ async def test_nodes_that_pack_and_nodes_that_do_not_serve_one_cluster(
     finally:
         await _stop(reader)
     assert await _layout_version(jetstream_url, cluster_id) == 3  # packs may be there
+
+
+async def test_limits_inside_a_pack_and_the_next_node_agree(
+    jetstream_url: str, tmp_path: Path
+) -> None:
+    """A purge never splits a pack: what the limits dropped stays in it, and the next
+    node starts where the figures say, not where the pack does."""
+    config = tmp_path / "limits.conf"
+    config.write_text(LIMITS)  # capped.*: max_msgs 3
+    cluster_id = new_cluster_id()
+    node = await _serving(
+        jetstream_url, _node(cluster_id, "a", config, LogCapture(), pack_bytes=64 * 1024)
+    )
+    try:
+        capped = _msgs(node, "capped.a")
+        capped.store(MessageBatch(time.time_ns(), [("", b"m%d" % n) for n in range(1, 11)]))
+        await capped.flush()  # one pack of 10
+        assert (capped.first_sequence, capped.last_sequence) == (8, 10)
+        await asyncio.sleep(LAZY)
+        assert await _in_stream(capped) == list(range(1, 11))
+        assert capped.channel_log.fence == 1
+    finally:
+        await _stop(node)
+    other = await _serving(jetstream_url, _node(cluster_id, "b", config, LogCapture()))
+    try:
+        capped = _msgs(other, "capped.a")
+        assert (capped.first_sequence, capped.last_sequence, capped.state()[0]) == (8, 10, 3)
+        await capped.load(8, 10)
+        assert [pb.MsgProto.FromString(capped.lookup(n) or b"").data for n in (8, 9, 10)] == [
+            b"m8",
+            b"m9",
+            b"m10",
+        ]
+        assert capped.lookup(7) is None
+    finally:
+        await _stop(other)
