@@ -10,6 +10,8 @@ import time
 
 import nats
 import pytest
+from nats.js.errors import NoStreamResponseError
+from nats.js.kv import KeyValue
 
 from stanpkg.server.log import Logger
 from stanpkg.stores.base import StoreError
@@ -199,6 +201,21 @@ async def test_a_gathering_not_entitled_asks_nothing(jetstream_cluster: list[Nat
         await until_led_by(conn, streams, "js2")
 
 
+async def take_lease_over(kv: KeyValue, within: float = 10) -> None:
+    """Write the lease as node b, retrying while its stream's leadership is in flight (the
+    serving node has just gathered it; for a moment the stream has no leader to answer)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            entry = await kv.get(LEASE_KEY)
+            await kv.update(LEASE_KEY, b"b", last=entry.revision)
+            return
+        except (NoStreamResponseError, nats.errors.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def test_a_node_that_lost_its_lease_moves_no_leader_to_itself(
     jetstream_cluster: list[NatsProc], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,8 +239,7 @@ async def test_a_node_that_lost_its_lease_moves_no_leader_to_itself(
             nc = await nats.connect(urls[1])
             try:  # another node takes the lease over, as a successor does
                 kv = await nc.jetstream().key_value(lease_bucket(cluster_id))
-                entry = await kv.get(LEASE_KEY)
-                await kv.update(LEASE_KEY, b"b", last=entry.revision)
+                await take_lease_over(kv)
             finally:
                 await nc.close()
             deadline = time.monotonic() + 10
