@@ -10,6 +10,7 @@ by the store (:meth:`ReplicatedMessages.purge_dropped`)."""
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -476,15 +477,28 @@ class _Batch:
 class RecentGuids:
     """Publish IDs stored within the duplicate window (by the messages' timestamps), so
     that a client's resend after a failover is acknowledged instead of stored again.
-    Kept by runs of one timestamp: a publish batch is one run (one set update, one entry)."""
+
+    Flat, not a tuple and list per run: with many channels a run is one or two messages
+    (a channel's share of a flush), and objects per run cost more than the IDs
+    themselves (measured at 2,000 channels: about 150 bytes a run, 60 MiB for 2
+    minutes of writes). The IDs in one deque in the order stored, and each run of one
+    timestamp as two array entries (its timestamp and how many IDs it holds)."""
+
+    __slots__ = ("_counts", "_head", "_ids", "_order", "_stamps", "_window_ns")
 
     def __init__(self, window: float) -> None:
         self._window_ns = int(window * 1e9)
-        self._order: deque[tuple[int, list[str]]] = deque()
+        self._order: deque[str] = deque()  # every kept ID, oldest first
         self._ids: set[str] = set()
+        self._stamps = array("q")  # each run's timestamp, from index _head on
+        self._counts = array("q")  # and how many IDs of _order it holds
+        self._head = 0  # the runs before it are gone (compacted from time to time)
 
     def __contains__(self, guid: str) -> bool:
         return guid in self._ids
+
+    def __len__(self) -> int:
+        return len(self._order)
 
     def add_stamped(self, guids: Sequence[str], stamps: Sequence[int]) -> None:
         if not guids:
@@ -497,12 +511,34 @@ class RecentGuids:
                 if index == len(stamps) or stamps[index] != stamps[start]:
                     self._add_run(stamps[start], guids[start:index])
                     start = index
-        horizon = self._order[-1][0] - self._window_ns if self._order else 0
-        while self._order and self._order[0][0] < horizon:
-            self._ids.difference_update(self._order.popleft()[1])
+        self._expire()
 
     def _add_run(self, stamp: int, guids: Sequence[str]) -> None:
         run = [guid for guid in guids if guid]
-        if run:
-            self._order.append((stamp, run))
-            self._ids.update(run)
+        if not run:
+            return
+        self._order.extend(run)
+        self._ids.update(run)
+        stamps, counts = self._stamps, self._counts
+        if len(stamps) > self._head and stamps[-1] == stamp:
+            counts[-1] += len(run)
+        else:
+            stamps.append(stamp)
+            counts.append(len(run))
+
+    def _expire(self) -> None:
+        stamps, counts, order, ids = self._stamps, self._counts, self._order, self._ids
+        end = len(stamps)
+        head = self._head
+        if head == end:
+            return
+        horizon = stamps[end - 1] - self._window_ns
+        while head < end and stamps[head] < horizon:
+            for _ in range(counts[head]):
+                ids.discard(order.popleft())
+            head += 1
+        if head > 64 and head * 2 > end:  # compacted once most runs are gone
+            del stamps[:head]
+            del counts[:head]
+            head = 0
+        self._head = head

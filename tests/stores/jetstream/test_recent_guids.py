@@ -33,3 +33,15 @@ def test_empty_ids_are_not_kept() -> None:
     recent.add_stamped(["", "x", ""], [SECOND] * 3)
     recent.add_stamped([], [])
     assert "" not in recent and "x" in recent
+
+
+def test_runs_of_one_timestamp_merge_and_the_window_moves_through_many() -> None:
+    """As with many channels: runs of one or two IDs, thousands of them, kept flat."""
+    recent = RecentGuids(1.0)
+    for n in range(10_000):
+        stamp = n * SECOND // 1000  # 1 ms apart: the last 1,001 stamps are in the window
+        recent.add_stamped([f"g{n}", ""], [stamp, stamp])
+        recent.add_stamped([f"h{n}"], [stamp])  # the same timestamp: merged into that run
+    assert len(recent) == 2 * 1001
+    assert "g8998" not in recent and "h8998" not in recent
+    assert all(f"{kind}{n}" in recent for kind in "gh" for n in range(8999, 10_000))
