@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from stanpkg.stores.base import StoreError
 from stanpkg.transport.connection import NatsConnection, decode_headers, encode_headers
@@ -35,6 +35,7 @@ __all__ = [
     "STREAM_NOT_FOUND",
     "WRONG_LAST_SEQUENCE",
     "ConnectionClosed",
+    "Elections",
     "JetStreamError",
     "Outgoing",
     "Pipeline",
@@ -42,6 +43,7 @@ __all__ = [
     "ack_sequence",
     "api_failure",
     "connect",
+    "elections_of",
     "first_answer",
     "js_api",
     "raise_if_cancelled",
@@ -52,6 +54,8 @@ API_TIMEOUT = 5.0  # seconds for JetStream to answer a request or a write (and t
 # A request that may meet a stream electing or moving its leader is sent again this often
 # (first_answer): the new leader answers none sent before it was elected.
 ASK_AGAIN_EVERY = 0.25
+# JetStream announces each stream leader it elects here (in the stream's account).
+LEADER_ELECTED = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.*"
 RECONNECT_WAIT = 0.25  # seconds between attempts while a cluster elects or restarts
 ENABLED_CHECK_TIMEOUT = 2.0  # at most, for the first look at JetStream when connecting
 READY_POLL = 2.0  # at most, for one INFO request while waiting for JetStream
@@ -103,16 +107,24 @@ def raise_if_cancelled() -> None:
 
 
 async def first_answer(
-    ask: Callable[[], Coroutine[Any, Any, T]], *, timeout: float, every: float
+    ask: Callable[[], Coroutine[Any, Any, T]],
+    *,
+    timeout: float,
+    every: float,
+    woken_by: NatsConnection | None = None,
 ) -> T:
     """The first answer to ``ask()``, asked again every ``every`` seconds until one comes,
-    for ``timeout`` seconds at most (then TimeoutError, or the last attempt's error).
+    for ``timeout`` seconds at most (then TimeoutError, or the last attempt's error);
+    asked again at once when JetStream announces a stream leader's election on
+    ``woken_by`` (a connection :func:`connect` opened; see :class:`Elections`).
 
     A stream electing a leader never answers the requests sent before its election: one
     request waits out its whole timeout, while one sent just after is answered at once."""
     loop = asyncio.get_running_loop()
+    elections = elections_of(woken_by) if woken_by is not None else None
     deadline = loop.time() + timeout
-    pending: set[asyncio.Task[T]] = set()
+    pending: set[asyncio.Future[Any]] = set()
+    elected: asyncio.Future[None] | None = None
     error: BaseException = TimeoutError()
     try:
         while True:
@@ -120,15 +132,24 @@ async def first_answer(
             if left <= 0:
                 raise error
             pending.add(loop.create_task(ask()))
+            if elections is not None and (elected is None or elected.done()):
+                elected = elections.next()
             done, pending = await asyncio.wait(
-                pending, timeout=min(every, left), return_when=asyncio.FIRST_COMPLETED
+                pending | {elected} if elected is not None else pending,
+                timeout=min(every, left),
+                return_when=asyncio.FIRST_COMPLETED,
             )
+            if elected is not None:
+                pending.discard(elected)
+                done.discard(elected)
             answered = [task for task in done if task.exception() is None]
             for task in done:  # each failure looked at: none is left unretrieved
                 error = task.exception() or error
             if answered:
-                return answered[0].result()
+                return cast("T", answered[0].result())
     finally:
+        if elected is not None:
+            elected.cancel()
         for task in pending:
             task.cancel()
             # A request answered in the same loop turn is not cancelled (wait_for returns
@@ -140,7 +161,62 @@ async def first_answer(
             task.add_done_callback(_retrieve)
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+class Elections:
+    """The stream leader elections JetStream announces to one connection (its advisories).
+
+    Why: after the serving node's death the streams it led elect new leaders (4-9 s),
+    and a new leader answers only what is asked after its election. A request that waits
+    for one (:func:`first_answer`) is asked again the moment it is announced instead of
+    at its next turn (ASK_AGAIN_EVERY): a quarter of a second at most off each step of a
+    failover, and the polling stays as a fallback (an announcement can be missed)."""
+
+    def __init__(self, conn: NatsConnection) -> None:
+        self._waiting: set[asyncio.Future[None]] = set()
+        conn.subscribe(LEADER_ELECTED, self._elected)
+
+    def next(self) -> asyncio.Future[None]:
+        """Done at the next election announced (a future of the running loop: the
+        connection's own)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.add(future)
+        future.add_done_callback(self._waiting.discard)
+        return future
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when an election is announced meanwhile."""
+        elected = self.next()
+        try:
+            await asyncio.wait_for(asyncio.shield(elected), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            elected.cancel()
+
+    def _elected(self, _subject: str, _reply: str, _data: bytes) -> None:
+        for future in list(self._waiting):
+            if not future.done():
+                future.set_result(None)
+
+
+# The Elections of each connection connect() opened, by id (NatsConnection takes no weak
+# references once compiled); closed ones are forgotten as new ones come.
+_elections: dict[int, tuple[NatsConnection, Elections]] = {}
+
+
+def elections_of(conn: NatsConnection) -> Elections | None:
+    """The announced elections of ``conn`` (None for one :func:`connect` did not open)."""
+    found = _elections.get(id(conn))
+    return found[1] if found is not None and found[0] is conn else None
+
+
+def _follow_elections(conn: NatsConnection) -> None:
+    for key, (known, _) in list(_elections.items()):
+        if known.is_closed:
+            del _elections[key]
+    _elections[id(conn)] = (conn, Elections(conn))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
 
@@ -188,6 +264,7 @@ async def connect(
     except BaseException:
         await conn.close()
         raise
+    _follow_elections(conn)
     return conn
 
 

@@ -142,6 +142,7 @@ class Conversion:
                 lambda: find_stream_state(self._conn, name),
                 timeout=leader_timeout,
                 every=ASK_AGAIN_EVERY,
+                woken_by=self._conn,
             )
         except TimeoutError:
             raise StoreError(f"JetStream did not answer for stream {name}") from None

@@ -99,6 +99,7 @@ class LeaderGathering:
                     lambda: lead_stream_from(self._conn, stream, server, ask=False),
                     timeout=wait,
                     every=ASK_AGAIN_EVERY,
+                    woken_by=self._conn,
                 )
                 if outcome != "here" and ask:
                     outcome = await asyncio.wait_for(

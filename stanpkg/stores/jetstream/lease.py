@@ -45,7 +45,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stanpkg.stores.base import StoreError
-from stanpkg.stores.jetstream.connection import connect, first_answer, raise_if_cancelled
+from stanpkg.stores.jetstream.connection import (
+    connect,
+    elections_of,
+    first_answer,
+    raise_if_cancelled,
+)
 from stanpkg.stores.jetstream.kv_bucket import KvBucket, WrongRevision
 from stanpkg.stores.jetstream.layout import (
     LEASE_KEY,
@@ -302,6 +307,7 @@ class Lease:
                         partial(_with_send_time, partial(self._take, kv, self._seen_revision)),
                         timeout=self._attempt,
                         every=self._poll,
+                        woken_by=self._conn,
                     )
                 except (StoreError, TimeoutError):
                     # No answer: read and try again. A take stored unanswered reads as
@@ -315,11 +321,20 @@ class Lease:
                     with self._lock:
                         self._renewed_at = sent
                     return True
-                await asyncio.sleep(RETRY_INTERVAL)
+                await self._pause(RETRY_INTERVAL)
                 continue
             now = time.monotonic()
             until_lapse = self._seen_since + self.ttl - now
             await asyncio.sleep(max(0.01, min(self._poll - (now - started), until_lapse)))
+
+    async def _pause(self, seconds: float) -> None:
+        """Between two takes: cut short when a stream leader's election is announced
+        (the lease's stream answers again: connection.Elections)."""
+        elections = elections_of(self._conn) if self._conn is not None else None
+        if elections is None:
+            await asyncio.sleep(seconds)
+        else:
+            await elections.wait(seconds)
 
     async def _holder_gone(self, subject: str) -> bool:
         """Whether nobody subscribed to the holder's ``subject``, GONE_AFTER probes in a
@@ -406,6 +421,7 @@ class Lease:
                     ),
                     timeout=min(self._attempt, fence_at - sent),
                     every=self._poll,
+                    woken_by=self._conn,
                 )
                 self._revision = revision
                 with self._lock:
@@ -483,6 +499,7 @@ class Lease:
                     ),
                     timeout=self._attempt,
                     every=self._poll,
+                    woken_by=self._conn,
                 )
                 holder = successor
                 break

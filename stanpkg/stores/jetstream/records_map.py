@@ -68,6 +68,7 @@ class ReplicatedMap:
                 lambda: stream_state(self._conn, name),
                 timeout=leader_timeout,
                 every=ASK_AGAIN_EVERY,
+                woken_by=self._conn,
             )
             async for sequence, headers, data in read_range(
                 self._conn, name, state.first_seq, state.last_seq

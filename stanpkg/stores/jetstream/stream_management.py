@@ -113,6 +113,7 @@ async def ensure_stream(
             lambda: _create_or_read(conn, config),
             timeout=leader_timeout,
             every=ASK_AGAIN_EVERY,
+            woken_by=conn,
         )
     except TimeoutError:
         raise StoreError(f"JetStream did not answer for stream {name} (create or info)") from None

@@ -178,6 +178,7 @@ async def last_of_subject(
         lambda: js_api(conn, f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject}),
         timeout=timeout,
         every=ASK_AGAIN_EVERY,
+        woken_by=conn,
     )
     error = answer.get("error")
     if error and error.get("err_code") == NO_MESSAGE:

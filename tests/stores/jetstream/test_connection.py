@@ -18,13 +18,14 @@ from stanpkg.stores.jetstream.connection import (
     Outgoing,
     Pipeline,
     connect,
+    elections_of,
     first_answer,
     js_api,
     wait_ready,
 )
 from stanpkg.stores.jetstream.kv_bucket import KvBucket
 from stanpkg.transport.endpoint import NatsEndpoint
-from tests.stores.jetstream.conftest import start_jetstream_server, stop_nats
+from tests.stores.jetstream.conftest import NatsProc, start_jetstream_server, stop_nats
 from tests.transport.conftest import free_port
 
 
@@ -215,3 +216,86 @@ async def test_first_answer_leaves_no_error_unretrieved() -> None:
         assert logged == []
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_first_answer_asks_again_when_an_election_is_announced(jetstream_url: str) -> None:
+    """A request that waits for a stream's new leader is sent again the moment JetStream
+    announces one (its LEADER_ELECTED advisory), not at its next turn (30 s here)."""
+    conn = await connect(NatsEndpoint(jetstream_url), name="elections-test")
+    announcer = await connect(NatsEndpoint(jetstream_url), name="announcer")
+    try:
+        loop = asyncio.get_running_loop()
+        elected = False
+        asked = 0
+
+        async def ask() -> str:
+            nonlocal asked
+            asked += 1
+            if not elected:
+                await loop.create_future()  # sent before the election: never answered
+            return "info"
+
+        async def elect() -> None:
+            nonlocal elected
+            await asyncio.sleep(0.3)
+            elected = True
+            announcer.publish("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.S", b"{}")
+
+        start = loop.time()
+        electing = asyncio.ensure_future(elect())
+        assert await first_answer(ask, timeout=60, every=30, woken_by=conn) == "info"
+        await electing
+        assert loop.time() - start < 5 and asked == 2
+        # Without the connection to be woken by, only the turns ask again.
+        elected, asked = False, 0
+        with pytest.raises(TimeoutError):
+            await first_answer(ask, timeout=0.6, every=30, woken_by=None)
+        assert asked == 1
+    finally:
+        await conn.close()
+        await announcer.close()
+
+
+async def test_elections_are_announced_by_a_real_step_down(
+    jetstream_cluster: list[NatsProc],
+) -> None:
+    urls = [url for _, url in jetstream_cluster]
+    conn = await connect(NatsEndpoint(urls[0]), name="elections-test")
+    try:
+        await wait_ready(conn, 20)
+        config = {"name": "ELECTED", "subjects": ["elected.>"], "num_replicas": 3}
+        created = await first_answer(
+            lambda: js_api(conn, "STREAM.CREATE.ELECTED", config), timeout=20, every=1
+        )
+        assert "error" not in created, created
+        elections = elections_of(conn)
+        assert elections is not None
+        announced = elections.next()
+        for _ in range(100):  # refused while the new stream's replicas are not current
+            stepped = await first_answer(
+                lambda: js_api(conn, "STREAM.LEADER.STEPDOWN.ELECTED", None), timeout=20, every=1
+            )
+            if "error" not in stepped:
+                break
+            await asyncio.sleep(0.2)
+        assert "error" not in stepped, stepped
+        await asyncio.wait_for(announced, 10)
+        # Elections.wait sleeps its time when none comes, and is cut short by one.
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await elections.wait(0.2)
+        assert 0.15 < loop.time() - start < 2
+        start = loop.time()
+        waiting = asyncio.ensure_future(elections.wait(30))
+        await asyncio.sleep(0.1)
+        conn.publish("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.ELECTED", b"{}")
+        await asyncio.wait_for(waiting, 5)
+        assert loop.time() - start < 5
+    finally:
+        await conn.close()
+    assert elections_of(conn) is elections  # forgotten once another connection comes
+    other = await connect(NatsEndpoint(urls[1]), name="elections-test-2")
+    try:
+        assert elections_of(conn) is None and elections_of(other) is not None
+    finally:
+        await other.close()
