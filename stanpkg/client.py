@@ -195,7 +195,13 @@ class StanBenchClient:
     async def publish(self, channel: str, data: bytes, timeout: float = 30.0) -> None:
         """Publish and wait for the PubAck (the ``-sync`` mode)."""
         done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.publish_async(channel, data, done.set_result)
+
+        def on_ack(error: str) -> None:
+            # A PubAck that comes after the wait gave up finds the future cancelled.
+            if not done.done():
+                done.set_result(error)
+
+        self.publish_async(channel, data, on_ack)
         try:
             error = await asyncio.wait_for(done, timeout)
         except TimeoutError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stanpkg.client import StanBenchClient, StanSubscription, _first_varint
+from stanpkg.client import StanBenchClient, StanError, StanSubscription, _first_varint
 from stanpkg.loadgen.cli import main, msgs_per_client
 from stanpkg.loadgen.fake_server import pubmsg_fields
 from stanpkg.loadgen.report import Benchmark, Sample, comma_format, human_bytes
@@ -142,6 +143,22 @@ def test_pubmsg_and_ack_encoding() -> None:
     ]
     assert seen == [1, 127, 128, 300, 2**40]
     assert varint(300) == b"\xac\x02"
+
+
+def test_a_puback_after_the_wait_gave_up_is_no_error() -> None:
+    """A failover: publish() times out, the PubAck comes later and finds nobody waiting."""
+    nc = CapturingNats()
+    client = StanBenchClient(nc, "c", "client-1")  # type: ignore[arg-type]
+    client._response = pb.ConnectResponse(pubPrefix="_STAN.pub.c")
+
+    async def publish_too_briefly() -> None:
+        with pytest.raises(StanError, match="publish ack timeout"):
+            await client.publish("chan.x", b"late", timeout=0.01)
+
+    asyncio.run(publish_too_briefly())
+    raw = nc.published[-1][1]
+    client._on_ack("", "", pb.PubAck(guid=pb.PubMsg.FromString(raw).guid).SerializeToString())
+    assert client.acked == 1 and client.inflight == 0
 
 
 def test_report_format() -> None:
