@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "import sys; from stanpkg.cli import main; sys.exit(main())"
 PACK_BYTES_HELP = "stanpkg's cluster.pack_bytes, e.g. 128KB (default: its default, no packs)"
+FLAG_HELP = "one more flag of stanpkg's nodes, e.g. --stanpkg-flag=--cluster_channel_streams=4"
 sys.path.insert(0, str(ROOT / "bench"))
 from processes import free_port, stop_server, tree_cpu  # noqa: E402 - shared by the bench scripts
 from side_by_side import parse_rates  # noqa: E402 - a sibling script
@@ -125,11 +126,14 @@ def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str,
     return {**parse_rates(out), **placement, **cpu}
 
 
-def servers(build: str = "", pack_bytes: str = "") -> tuple[Path, dict[str, list[str]]] | None:
+def servers(
+    build: str = "", pack_bytes: str = "", flags: list[str] | None = None
+) -> tuple[Path, dict[str, list[str]]] | None:
     """The reference's directory and the commands of both servers (None, with a hint,
     when STANPKG_REFERENCE_DIR does not hold the reference's binaries); ``build``: a
     directory holding another build of the stanpkg package (a compiled one);
-    ``pack_bytes``: stanpkg's ``cluster.pack_bytes`` (its default when empty)."""
+    ``pack_bytes``: stanpkg's ``cluster.pack_bytes`` (its default when empty); ``flags``:
+    more flags of stanpkg's nodes."""
     reference = Path(os.environ.get("STANPKG_REFERENCE_DIR", "/nonexistent"))
     if not (reference / "stanbench").exists():
         print("set STANPKG_REFERENCE_DIR (see bench/side_by_side.py)", file=sys.stderr)
@@ -141,6 +145,7 @@ def servers(build: str = "", pack_bytes: str = "") -> tuple[Path, dict[str, list
             f"import sys; sys.path.insert(0, {build!r}); {RUN}" if build else RUN,
             "run",
             *(["--cluster_pack_bytes", pack_bytes] if pack_bytes else []),
+            *(flags or []),
         ],
         "go": [str(reference / "nats-streaming-server")],
     }
@@ -153,8 +158,9 @@ def main() -> int:
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
     parser.add_argument("--pack-bytes", default="", help=PACK_BYTES_HELP)
+    parser.add_argument("--stanpkg-flag", action="append", default=[], help=FLAG_HELP)
     args = parser.parse_args()
-    found = servers(args.build, args.pack_bytes)
+    found = servers(args.build, args.pack_bytes, args.stanpkg_flag)
     if found is None:
         return 2
     reference, servers_ = found

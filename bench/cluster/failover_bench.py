@@ -64,7 +64,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from cluster_bench import PACK_BYTES_HELP, servers, start_cluster, stop  # noqa: E402 - a sibling script
+from cluster_bench import FLAG_HELP, PACK_BYTES_HELP, servers, start_cluster, stop  # noqa: E402 - a sibling script
 
 from stanpkg.client import StanBenchClient, StanSubscription  # noqa: E402
 from stanpkg.proto import protocol_pb2 as pb  # noqa: E402
@@ -84,17 +84,27 @@ def channel_of(n: int, channels: int) -> str:
 
 
 class Publisher:
-    """Publish b'p<n>' one at a time; on a failure resend n through the next URL."""
+    """Publish b'p<n>' one at a time, n = first, first + step, ...; on a failure resend n
+    through the next URL. Several of them (``step`` > 1) share ``acked``."""
 
-    def __init__(self, urls: list[str], channels: int = 1) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        channels: int = 1,
+        *,
+        first: int = 0,
+        step: int = 1,
+        acked: list[int] | None = None,
+    ) -> None:
         self.urls = urls
         self.channels = channels
-        self.acked: list[int] = []
+        self.first, self.step = first, step
+        self.acked: list[int] = [] if acked is None else acked
         self.stalls: list[float] = []
         self.stop = asyncio.Event()
 
     async def run(self) -> None:
-        n, last_ack, client, conn = 0, time.monotonic(), None, None
+        n, last_ack, client, conn = self.first, time.monotonic(), None, None
         while not self.stop.is_set():
             try:
                 if client is None:
@@ -105,7 +115,7 @@ class Publisher:
                 self.stalls.append(now - last_ack)
                 last_ack = now
                 self.acked.append(n)
-                n += 1
+                n += self.step
             except Exception:
                 if conn is not None:
                     with contextlib.suppress(Exception):
@@ -179,16 +189,20 @@ class SteadyPublisher:
         }
 
 
-async def stored_sequence_of_each(url: str, expected: int, channels: int = 1) -> set[int]:
-    """The n of every b'p<n>' the channels hold, read from the first message."""
+async def stored_sequence_of_each(url: str, wanted: set[int], channels: int = 1) -> set[int]:
+    """The n of every b'p<n>' the channels hold, read from the first message until every
+    n of ``wanted`` came (or 30 s passed)."""
     conn = await NatsConnection.connect(url, name="failover-check")
     client = await StanBenchClient.connect(conn, "bench", "check", timeout=10)
     seen: set[int] = set()
+    missing = set(wanted)
     done = asyncio.Event()
 
     def on_message(msg: pb.MsgProto) -> None:
-        seen.add(int(msg.data[1:]))
-        if len(seen) >= expected:
+        n = int(msg.data[1:])
+        seen.add(n)
+        missing.discard(n)
+        if not missing:
             done.set()
 
     subs: list[StanSubscription] = [
@@ -384,6 +398,7 @@ async def one_round(
     filled: int = 0,
     fill_channels: int = 4,
     how: str = "kill",
+    publishers: int = 1,
 ) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="failover-bench-"))
     # Both servers allow 100 channels by default: more need max_channels lifted.
@@ -409,7 +424,9 @@ async def one_round(
         if steady:
             result = await _steady_round(stopping, urls[0])
         else:
-            result = await _acked_round(stopping, urls, channels, name == "stanpkg", dead)
+            result = await _acked_round(
+                stopping, urls, channels, name == "stanpkg", dead, publishers
+            )
         if filled:
             loaded |= await fill_last_sequences(urls[0], filled, fill_channels)
             loaded["rss_mib_after"] = {
@@ -453,28 +470,50 @@ async def _acked_round(
     channels: int,
     jetstream: bool,
     dead: str,
+    publishers: int = 1,
 ) -> dict[str, object]:
-    publisher = Publisher(list(urls), channels)
-    task = asyncio.create_task(publisher.run())
-    while len(publisher.acked) < BEFORE:
+    acked: list[int] = []
+    group = [
+        Publisher(list(urls), channels, first=first, step=publishers, acked=acked)
+        for first in range(publishers)
+    ]
+    tasks = [asyncio.create_task(publisher.run()) for publisher in group]
+    # Every publisher in its stride before the kill.
+    while len(acked) < BEFORE or min(len(publisher.stalls) for publisher in group) < 3:
         await asyncio.sleep(0.02)
     leaders = await stream_leaders(urls[0]) if jetstream else []
     killed_wall = time.strftime("%H:%M:%S") + f"{time.time() % 1:.3f}"[1:]
     # In a thread: the publisher goes on while a SIGTERM'd node takes its time to exit.
     exited = await asyncio.to_thread(stopping)
-    killed_at = len(publisher.acked)
+    killed_at = [len(publisher.stalls) for publisher in group]
     deadline = time.monotonic() + 90
-    while len(publisher.acked) < killed_at + AFTER and time.monotonic() < deadline:
+
+    def resumed() -> bool:
+        """Every publisher got AFTER PubAcks after the kill (at least one, with several)."""
+        wanted = AFTER if publishers == 1 else 1
+        return all(
+            len(publisher.stalls) >= before + wanted
+            for publisher, before in zip(group, killed_at, strict=True)
+        )
+
+    while not resumed() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    publisher.stop.set()
-    await task
-    acked = set(publisher.acked)
-    stored = await stored_sequence_of_each(urls[0], max(acked) + 1, channels)
+    for publisher in group:
+        publisher.stop.set()
+    await asyncio.gather(*tasks)
+    stored = await stored_sequence_of_each(urls[0], set(acked), channels)
+    longest = [max(publisher.stalls) for publisher in group]
     return {
-        "longest_stall": round(max(publisher.stalls), 3),
-        "acked": len(acked),
-        "lost": len(acked - stored),
-        "resumed": len(publisher.acked) >= killed_at + AFTER,
+        "longest_stall": round(max(longest), 3),
+        # What one publisher (with one channel each: one channel) waited, at the median.
+        **(
+            {"publisher_stall_median": round(statistics.median(longest), 3)}
+            if publishers > 1
+            else {}
+        ),
+        "acked": len(set(acked)),
+        "lost": len(set(acked) - stored),
+        "resumed": resumed(),
         "killed_at": killed_wall,
         **exited,
         "dead_node_led": dict(collections.Counter(k for k, v in leaders if v == dead)),
@@ -495,7 +534,7 @@ async def _steady_round(stopping: Callable[[], dict[str, object]], url: str) -> 
     publisher.stop.set()
     await task
     acked = set(publisher.acked)
-    stored = await stored_sequence_of_each(url, len(acked))
+    stored = await stored_sequence_of_each(url, acked)
     return {
         **publisher.report(killed_at),
         "acked": len(acked),
@@ -510,6 +549,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("stanpkg", "go"), help="one side only")
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
     parser.add_argument("--pack-bytes", default="", help=PACK_BYTES_HELP)
+    parser.add_argument("--stanpkg-flag", action="append", default=[], help=FLAG_HELP)
     parser.add_argument(
         "--keep",
         action="store_true",
@@ -536,6 +576,13 @@ def main() -> int:
         "--channels", type=int, default=1, help="spread the publishes over this many channels"
     )
     parser.add_argument(
+        "--publishers",
+        type=int,
+        default=1,
+        help="publishers at once, each its own connection; publisher i sends the messages "
+        "n = i mod P (with P = --channels: one channel each, as applications do)",
+    )
+    parser.add_argument(
         "--fill",
         type=int,
         default=0,
@@ -547,7 +594,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.fill < 0 or args.fill_channels < 1:
         parser.error("--fill must be >= 0 and --fill-channels >= 1")
-    found = servers(args.build, args.pack_bytes)
+    if args.publishers < 1 or (args.publishers > 1 and args.steady):
+        parser.error("--publishers must be >= 1, and 1 with --steady")
+    found = servers(args.build, args.pack_bytes, args.stanpkg_flag)
     if found is None:
         return 2
     _, commands = found
@@ -566,6 +615,7 @@ def main() -> int:
                     filled=args.fill,
                     fill_channels=args.fill_channels,
                     how=args.how,
+                    publishers=args.publishers,
                 )
             )
             print(json.dumps({"round": round_no, **result}), flush=True)
@@ -589,6 +639,8 @@ def summary(rounds: list[dict[str, object]], *, steady: bool) -> str:
         f"longest stall median {statistics.median(stalls):.2f} s, worst {max(stalls):.2f} s, "
         f"best {min(stalls):.2f} s ({len(stalls)} rounds); lost {sum(values('lost')):.0f}"
     )
+    if per_publisher := values("publisher_stall_median"):
+        line += f"; one publisher's longest stall, median {statistics.median(per_publisher):.2f} s"
     if steady:
         line += f"; publishes failed, median {statistics.median(values('failed')):.0f}"
     if fill_s := values("fill_s"):
