@@ -17,6 +17,9 @@ PubAck within 20 s (the client's wait), and when they were sent after the kill.
 
 ``--channels K`` spreads the publishes over K channels (message n to ``orders.<n % K>``):
 the serving node then leads K channel streams, each of which needs its own election.
+``--publishers P`` runs P such publishers at once, each on its own connection, publisher
+i sending the messages n = i mod P (with P = K: one channel each, as applications do); a
+round then also reports the median publisher's longest stall.
 
 ``--how`` says how the serving node goes (default ``kill``): ``kill`` is kill -9 of every
 process of it, as when the host dies; ``crash`` kill -9 of the streaming process only
