@@ -26,6 +26,13 @@ MODULES = (
     "stanpkg.stores.memory",
     "stanpkg.stores.limit_policy",  # called per dropped message by the two above
     "stanpkg.stores.file.subscriptions",
+    # A cluster's serving node, per message: its duplicate window, its channels' write
+    # batches and stream positions, and their atomic batches for JetStream.
+    "stanpkg.stores.jetstream.record_codec",
+    "stanpkg.stores.jetstream.replicated_messages",
+    "stanpkg.stores.jetstream.stream_writer",
+    "stanpkg.stores.jetstream.stream_positions",
+    "stanpkg.stores.jetstream.replicated_subs",
 )
 
 

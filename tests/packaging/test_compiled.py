@@ -35,6 +35,11 @@ SUITE = [
     "tests/stores/file/test_messages.py",
     "tests/stores/file/test_subs_clients.py",
     "tests/stores/test_file_modes.py",
+    "tests/stores/jetstream/test_recent_guids.py",
+    "tests/stores/jetstream/test_packs.py",
+    "tests/stores/jetstream/test_joined_batches.py",
+    "tests/stores/jetstream/test_fencing.py",
+    "tests/stores/jetstream/test_on_demand.py",
 ]
 
 

@@ -27,15 +27,21 @@ def _messages(prefix: str, count: int) -> MessageBatch:
 
 def _count_batches(msgs: ReplicatedMessages, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The STAN messages of every atomic batch the channel sends from now on."""
-    writer = msgs.channel_log._writer
     sent: list[int] = []
-    send = writer.send
+    writer = msgs.channel_log._writer
 
-    def counting(subject: str, messages: Sequence[tuple[bytes, bytes]]) -> WriteRound:
-        sent.append(sum(message_span(decode_headers(h)[1])[1] for h, _ in messages))
-        return send(subject, messages)
+    class Counting:
+        """The channel's writer, counting (the writer itself may be compiled, and a
+        compiled object's methods cannot be replaced)."""
 
-    monkeypatch.setattr(writer, "send", counting)
+        def __getattr__(self, name: str) -> object:
+            return getattr(writer, name)
+
+        def send(self, subject: str, messages: Sequence[tuple[bytes, bytes]]) -> WriteRound:
+            sent.append(sum(message_span(decode_headers(h)[1])[1] for h, _ in messages))
+            return writer.send(subject, messages)
+
+    monkeypatch.setattr(msgs.channel_log, "_writer", Counting())
     return sent
 
 

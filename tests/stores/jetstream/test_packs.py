@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from stanpkg.proto import protocol_pb2 as pb
 from stanpkg.proto import spb_pb2 as spb
 from stanpkg.stores.base import MessageBatch, StoreError
-from stanpkg.stores.jetstream.channel_log import ChannelLog, StreamPositions
+from stanpkg.stores.jetstream.channel_log import ChannelLog
 from stanpkg.stores.jetstream.layout import LAYOUT_KEY
 from stanpkg.stores.jetstream.record_codec import (
     decode_layout,
@@ -25,6 +25,7 @@ from stanpkg.stores.jetstream.record_codec import (
     packed_batch_messages,
 )
 from stanpkg.stores.jetstream.store import ClusteredStore
+from stanpkg.stores.jetstream.stream_positions import StreamPositions
 from stanpkg.stores.jetstream.stream_reader import stream_state
 from stanpkg.transport.connection import decode_headers
 from tests.server.conftest import LogCapture, new_cluster_id
