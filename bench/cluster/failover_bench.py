@@ -506,11 +506,19 @@ async def _acked_round(
     await asyncio.gather(*tasks)
     stored = await stored_sequence_of_each(urls[0], set(acked), channels)
     longest = [max(publisher.stalls) for publisher in group]
+    # The publishers that waited longest, with the channel of their first message.
+    slowest = sorted(
+        (
+            (round(stall, 3), channel_of(p.first, channels))
+            for stall, p in zip(longest, group, strict=True)
+        ),
+        reverse=True,
+    )[:3]
     return {
         "longest_stall": round(max(longest), 3),
         # What one publisher (with one channel each: one channel) waited, at the median.
         **(
-            {"publisher_stall_median": round(statistics.median(longest), 3)}
+            {"publisher_stall_median": round(statistics.median(longest), 3), "slowest": slowest}
             if publishers > 1
             else {}
         ),
