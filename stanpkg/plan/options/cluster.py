@@ -214,14 +214,16 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "cluster.channel_streams",
         Kind.INT,
-        16,
+        4,
         "Number of JetStream streams the channels of a clustered server are kept in",
         keys=("channel_streams",),
         doc="Number of replicated JetStream streams new channels are spread over (each "
         "channel is a subject of one of them; creating a channel creates no stream). Any "
         "number of channels fits: more streams spread the replication work over more Raft "
-        "groups, fewer mean fewer elections when the serving node dies. A channel stays in "
-        "its stream when this changes. No effect unless clustered (docs/clustering.md)",
+        "groups, fewer mean fewer elections when the serving node dies (the last channel "
+        "serves after the slowest of them). One stream takes more messages a second than "
+        "a serving node writes. A channel stays in its stream when this changes. No effect "
+        "unless clustered (docs/clustering.md)",
         flags=("--cluster_channel_streams",),
         minimum=1,
         maximum=1000,

@@ -18,7 +18,7 @@ from stanpkg.server.modes import mode_for
 from stanpkg.server.server import StreamingServer
 from stanpkg.stores.base import StoreError
 from stanpkg.stores.jetstream.connection import API_TIMEOUT
-from stanpkg.stores.jetstream.layout import channel_stream_index
+from stanpkg.stores.jetstream.layout import DEFAULT_CHANNEL_STREAMS, channel_stream_index
 from stanpkg.stores.jetstream.shared_streams import SharedStreams
 from stanpkg.stores.jetstream.stream_reader import StreamState
 from stanpkg.transport.endpoint import NatsEndpoint
@@ -49,7 +49,7 @@ async def test_each_channel_serves_once_its_own_stream_answers(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
-    assert channel_stream_index("a.first", 16) != ELECTING
+    assert channel_stream_index("a.first", DEFAULT_CHANNEL_STREAMS) != ELECTING
     answers = _hold_stream(monkeypatch, ELECTING)
     store = _store(cluster_id, "b")
     log = Logger(stream=LogCapture(), debug=False, trace=False)
@@ -58,13 +58,15 @@ async def test_each_channel_serves_once_its_own_stream_answers(
     client = await StanClient.connect(jetstream_url, cluster_id, "loads")
     try:
         # Held: its stream elects. Sent first, answered last.
-        held = await client.publish_async("b.electing", b"held")
+        held = await client.publish_async("b.voting", b"held")
         # A new channel of that stream: its first write waits for the stream too.
         new = next(
-            f"new.{n}" for n in range(1000) if channel_stream_index(f"new.{n}", 16) == ELECTING
+            f"new.{n}"
+            for n in range(1000)
+            if channel_stream_index(f"new.{n}", DEFAULT_CHANNEL_STREAMS) == ELECTING
         )
         created = await client.publish_async(new, b"first")
-        replay = asyncio.create_task(client.subscribe("b.electing", start=pb.First))
+        replay = asyncio.create_task(client.subscribe("b.voting", start=pb.First))
         await client.publish("a.first", b"served", timeout=10)  # raises on an error
         await asyncio.sleep(0.3)
         assert not held.done() and not replay.done() and not created.done()
@@ -73,8 +75,8 @@ async def test_each_channel_serves_once_its_own_stream_answers(
             ack = await asyncio.wait_for(waiting, 30)
             assert not ack.error, ack.error
         sub = await asyncio.wait_for(replay, 30)
-        got = await sub.collect(CONTENT["b.electing"] + 1, timeout=10)
-        assert [m.sequence for m in got] == list(range(1, CONTENT["b.electing"] + 2))
+        got = await sub.collect(CONTENT["b.voting"] + 1, timeout=10)
+        assert [m.sequence for m in got] == list(range(1, CONTENT["b.voting"] + 2))
         assert got[-1].data == b"held"
         late = await client.subscribe("a.first", start=pb.First)
         first = await late.collect(CONTENT["a.first"] + 1, timeout=10)

@@ -41,7 +41,11 @@ from stanpkg.stores.jetstream.record_codec import (
 )
 from stanpkg.stores.jetstream.records_map import ReplicatedMap
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
-from stanpkg.stores.jetstream.stream_reader import find_stream_state, read_subject
+from stanpkg.stores.jetstream.stream_reader import (
+    find_stream_state,
+    last_of_subject,
+    read_subject,
+)
 from stanpkg.transport.connection import NatsConnection, decode_headers
 from stanpkg.transport.endpoint import NatsEndpoint
 from tests.cluster.conftest import READY, Cluster, cluster  # noqa: F401 - fixture
@@ -125,8 +129,12 @@ async def _subject_sequences(url: str, cluster_id: str, channel: str) -> list[in
         state = await find_stream_state(conn, stream)
         if state is None or not state.msgs:
             return []
+        # Other channels may share the stream: the subject's own last message ends it.
+        last = await last_of_subject(conn, stream, subject)
+        if last is None:
+            return []
         found: list[int] = []
-        async for _, headers, _ in read_subject(conn, stream, subject, 1, state.last_seq):
+        async for _, headers, _ in read_subject(conn, stream, subject, 1, last.stream_seq):
             first, count = message_span(decode_headers(headers)[1])  # a pack: count of them
             found += range(first, first + count)
         return found
@@ -145,7 +153,8 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     node = cluster.start("b", _node_args(url, config))
     node.wait_for(READY)
     log = node.log()
-    assert "Converting 4 channel(s) from a stream each to 16 shared stream(s)" in log
+    converting = f"Converting 4 channel(s) from a stream each to {DEFAULT_CHANNEL_STREAMS} shared"
+    assert converting in log
     assert "Converted channel 'orders': 20 message(s) copied" in log
     assert "Converted 4 channel(s) (29 message(s) copied)" in log
     names = await _stream_names(url)
@@ -154,7 +163,7 @@ async def test_a_cluster_written_by_the_stream_per_channel_release_is_converted(
     records = await _records(url, cid)
     assert json.loads(records[LAYOUT_KEY]) == {
         "version": PLAIN_LAYOUT_VERSION,  # no packs written
-        "channel_streams": 16,
+        "channel_streams": DEFAULT_CHANNEL_STREAMS,
     }
 
     client = await StanClient.connect(url, cid, "reader")
@@ -369,7 +378,9 @@ async def test_a_conversion_stopped_between_its_steps_is_completed(
         assert cluster_records is not None
         decoded = decode_records(await cluster_records.load())
         assert decoded is not None and decoded.legacy == []
-        assert decoded.layout is not None and decoded.layout.channel_streams == 16
+        assert (
+            decoded.layout is not None and decoded.layout.channel_streams == DEFAULT_CHANNEL_STREAMS
+        )
         conn = await NatsConnection.connect(jetstream_url)
         try:
             for name in got:

@@ -20,7 +20,7 @@ import pytest
 from stanpkg.stores.base import MessageBatch, StoreError
 from stanpkg.stores.jetstream import channel_loads, promotion
 from stanpkg.stores.jetstream.connection import API_TIMEOUT, ConnectionClosed, Pipeline
-from stanpkg.stores.jetstream.layout import channel_stream_index
+from stanpkg.stores.jetstream.layout import DEFAULT_CHANNEL_STREAMS, channel_stream_index
 from stanpkg.stores.jetstream.replicated_messages import ReplicatedMessages
 from stanpkg.stores.jetstream.shared_streams import SharedStreams, StoredMessage
 from stanpkg.stores.jetstream.store import ClusteredStore
@@ -29,8 +29,8 @@ from stanpkg.transport.endpoint import NatsEndpoint
 from tests.server.conftest import LogCapture, new_cluster_id
 from tests.stores.jetstream.test_standby_view import _leader, _publish, _store
 
-CONTENT = {"a.first": 5, "b.electing": 3, "c.first": 2}
-ELECTING = channel_stream_index("b.electing", 16)
+CONTENT = {"a.first": 5, "b.voting": 3, "c.first": 2}
+ELECTING = channel_stream_index("b.voting", DEFAULT_CHANNEL_STREAMS)
 
 
 class Faults:
@@ -93,7 +93,7 @@ async def test_a_stream_electing_is_asked_again_alone(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster_id = await _written(jetstream_url)
-    indexes = {channel_stream_index(name, 16) for name in CONTENT}
+    indexes = {channel_stream_index(name, DEFAULT_CHANNEL_STREAMS) for name in CONTENT}
     assert len(indexes) == 3  # each channel in a stream of its own here
     faults = Faults(monkeypatch, ELECTING, times=3)
     log = LogCapture()
@@ -106,11 +106,13 @@ async def test_a_stream_electing_is_asked_again_alone(
         # one electing (three failed asks, 0.9 s at least).
         await asyncio.wait_for(msgs["a.first"].wait_loaded(), 30)
         await asyncio.wait_for(msgs["c.first"].wait_loaded(), 30)
-        assert msgs["b.electing"].loading and not msgs["a.first"].loading
-        await asyncio.wait_for(msgs["b.electing"].wait_loaded(), 30)
+        assert msgs["b.voting"].loading and not msgs["a.first"].loading
+        await asyncio.wait_for(msgs["b.voting"].wait_loaded(), 30)
         got = {name: (m.first_sequence, m.last_sequence) for name, m in msgs.items()}
         assert got == {name: (1, count) for name, count in CONTENT.items()}
-        assert faults.ensures == {index: 4 if index == ELECTING else 1 for index in range(16)}
+        assert faults.ensures == {
+            index: 4 if index == ELECTING else 1 for index in range(DEFAULT_CHANNEL_STREAMS)
+        }
         assert not faults.reads  # no stream is read whole
         waiting = [line for line in log.lines() if "waiting" in line]
         assert len(waiting) == 1 and f"_ch{ELECTING} " in waiting[0], waiting
@@ -132,17 +134,17 @@ async def test_a_stream_that_never_answers_fails_its_channels_at_the_deadline(
         # deadline (to hand over to a peer that may load the stream).
         await asyncio.wait_for(msgs["a.first"].wait_loaded(), 30)
         with pytest.raises(StoreError, match=rf"_ch{ELECTING}: unable to load the cluster.s state"):
-            await asyncio.wait_for(msgs["b.electing"].wait_loaded(), 30)
+            await asyncio.wait_for(msgs["b.voting"].wait_loaded(), 30)
         assert len(lost) == 1 and f"_ch{ELECTING}" in lost[0], lost
         assert faults.reads[ELECTING] == 0 and faults.ensures[ELECTING] > 1
         # The others were asked side by side, once each: only the electing one again.
-        assert all(faults.ensures[i] == 1 for i in range(16) if i != ELECTING)
+        assert all(faults.ensures[i] == 1 for i in range(DEFAULT_CHANNEL_STREAMS) if i != ELECTING)
 
 
 async def test_many_channels_are_restored_from_their_figures(
     jetstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """60 channels in 16 streams: no stream read whole, each channel's figures its own."""
+    """60 channels in the default streams: no stream read whole, each channel's figures its own."""
     content = {f"many.{n}": 1 + n % 4 for n in range(60)}
     cluster_id = await _written(jetstream_url, content)
     faults = Faults(monkeypatch, -1, times=0)
@@ -154,7 +156,7 @@ async def test_many_channels_are_restored_from_their_figures(
         got = {c.store.name: c.store.msgs.state()[0] for c in state.channels}
         assert got == content
         assert not faults.reads
-        assert sum(faults.ensures.values()) == 16
+        assert sum(faults.ensures.values()) == DEFAULT_CHANNEL_STREAMS
 
 
 async def test_a_new_channels_first_write_waits_for_its_record(
