@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 from stanpkg.monitor.config import monitor_config
 from stanpkg.plan.compile import nats_cluster_name
 from stanpkg.plan.model import Plan
-from stanpkg.server.claim import CLAIMS, DiscoverClaim, claim_bytes, connect_claims
+from stanpkg.server.claim import (
+    CLAIM_PATIENCE,
+    CLAIMS,
+    DiscoverClaim,
+    claim_bytes,
+    connect_claims,
+)
 from stanpkg.server.early import EarlyConnections, connection_policy, open_early
 from stanpkg.server.errors import StartupError
 from stanpkg.server.identity import STAN_VERSION, identity_line
@@ -439,11 +445,14 @@ class _Node:
             if not claimed.done():
                 claimed.set_result(None)
 
-        def on_listening(host: str, port: int) -> None:
-            # Any thread: connect and write now, hand the sockets to the loop.
-            socks = connect_claims(host, port, payloads)
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(adopt, socks)
+        def on_listening(host: str, port: int) -> bool:
+            # Any thread: connect and write now, hand the sockets to the loop. Held before
+            # it accepts (log_gate.py), nats-server may not have opened the port yet.
+            socks = connect_claims(host, port, payloads, within=CLAIM_PATIENCE)
+            if socks:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(adopt, socks)
+            return bool(socks)
 
         self.nats = SupervisedNatsServer(
             config,

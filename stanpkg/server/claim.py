@@ -1,17 +1,17 @@
-"""The discover subject, claimed the instant the embedded nats-server's client port opens.
+"""The discover subject, claimed before the embedded nats-server reads a client's connection.
 
 A client that polls the port and connects at once sends its connect request a round
 trip or two after the port opens: sooner than the server's own connection, opened
 then too, would have subscribed (it waits for NATS's INFO, then for its PONG). Raw
-connections win that race: the thread reading nats-server's output, woken by its
-"Listening" line (written as the port opens, before NATS accepts its first connection),
-opens several (:func:`connect_claims`). Each writes CONNECT, the twin probe (the first
-one) and SUB in one write as it connects, without waiting for INFO, so the subscription
-is in place before a client's first request can be: that needs round trips with NATS
-after its connection. Best effort, not a guarantee: NATS has no way to hold a subject
-before its port opens. The twin probe is a ping on the discover subject's
-ping subject, which a serving server answers and the claims do not hold ("no responders"
-at once when no other server serves the cluster ID).
+connections come first: nats-server, held between opening its port and accepting on it
+(transport/log_gate.py), queues every connection unread while the thread that reads its
+output opens several (:func:`connect_claims`). Each writes CONNECT, the twin probe (the
+first one) and SUB in one write as it connects, without waiting for INFO, so the
+subscription is read as soon as NATS accepts, while a client has yet to get its INFO.
+Where nats-server cannot be held, the thread does that when the "Listening" line wakes
+it, as the port opens: a race it wins but on a saturated machine. The twin probe is a
+ping on the discover subject's ping subject, which a serving server answers and the
+claims do not hold ("no responders" at once when no other server serves the cluster ID).
 
 It only keeps what arrives. Once the server's own connection holds the subject
 (early.py), the claim unsubscribes and hands its requests over, in order; a request
@@ -26,16 +26,30 @@ import asyncio
 import contextlib
 import json
 import socket
+import time
 
 from stanpkg import __version__
 
-__all__ = ["CLAIMS", "DiscoverClaim", "Kept", "claim_bytes", "connect_claims", "merge"]
+__all__ = [
+    "CLAIMS",
+    "CLAIM_PATIENCE",
+    "DiscoverClaim",
+    "Kept",
+    "claim_bytes",
+    "connect_claims",
+    "merge",
+]
 
 Kept = tuple[str, str, bytes]  # (subject, reply, data)
 _PROBE_SID, _DISCOVER_SID = b"1", b"2"
 _MAX_KEPT_BYTES = 64 * 1024 * 1024
 CLAIMS = 3  # connections holding the subject (watch)
 PROBE_WAIT = 0.25  # for another server's answer (modes/standalone.py's PROBE_TIMEOUT)
+# How long a held nats-server may take from the line before it listens to listening: a
+# few hundred microseconds, far more on a loaded machine; waited out only when a line the
+# gate did not expect holds it before (transport/log_gate.py).
+CLAIM_PATIENCE = 0.5
+_REFUSED_PAUSE = 0.0002
 
 
 def claim_bytes(
@@ -54,24 +68,37 @@ def claim_bytes(
     return out + b"SUB %s %s\r\nPING\r\n" % (subject, _DISCOVER_SID)
 
 
-def connect_claims(host: str, port: int, payloads: list[bytes]) -> list[socket.socket]:
+def connect_claims(
+    host: str, port: int, payloads: list[bytes], *, within: float = 0.0
+) -> list[socket.socket]:
     """A connection to ``host:port`` for each of ``payloads``, written at once (blocking:
-    from the thread that saw the port open); those that failed are left out.
+    from the thread that saw the port open); those that failed are left out. The port
+    refusing, the first is tried again for ``within`` seconds (nats-server held before
+    it accepts may not have opened it yet: transport/log_gate.py).
 
     Several connections: nats-server runs each connection's first read in a goroutine
     of its own, and under load one can wait while a client's round trips go through;
     the first of them read holds the subject."""
+    deadline = time.monotonic() + within
     socks: list[socket.socket] = []
     for payload in payloads:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        try:
-            sock.settimeout(1.0)
-            sock.connect((host, port))
-            sock.sendall(payload)
-        except OSError:
-            sock.close()
-            continue
-        socks.append(sock)
+        while True:
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            try:
+                sock.settimeout(1.0)
+                sock.connect((host, port))
+                sock.sendall(payload)
+            except ConnectionRefusedError:
+                sock.close()
+                if socks or time.monotonic() >= deadline:
+                    break
+                time.sleep(_REFUSED_PAUSE)
+                continue
+            except OSError:
+                sock.close()
+                break
+            socks.append(sock)
+            break
     return socks
 
 

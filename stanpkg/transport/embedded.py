@@ -28,8 +28,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from stanpkg.transport import log_gate
 from stanpkg.transport.errors import NatsError
-from stanpkg.transport.natsconf import EmbeddedNatsConfig, render_config
+from stanpkg.transport.natsconf import (
+    EmbeddedNatsConfig,
+    logged_before_listening,
+    render_config,
+)
 
 __all__ = [
     "EmbeddedNatsConfig",
@@ -184,18 +189,25 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _watched_pipe(fd: int, on_listening: Callable[[int], None]) -> int:
+def _watched_pipe(fd: int, on_listening: Callable[[int], bool], held_port: int = 0) -> int:
     """A pipe carrying what the pipe ``fd`` carries (both then owned here), read by a
-    thread that calls ``on_listening(port)`` the moment a line says the client port
-    accepts. Why a thread: one blocked in read() is woken by the write itself, ahead of a
-    busy machine's other work, where the event loop reads the line a turn or more later
-    and a client polling the port would reach NATS first."""
+    thread that calls ``on_listening(port)`` (True: it connected) the moment a line says
+    the client port accepts. Why a thread: one blocked in read() is woken by the write
+    itself, ahead of a busy machine's other work, where the event loop reads the line a
+    turn or more later and a client polling the port would reach NATS first.
+
+    ``held_port``: the pipe was narrowed and the configuration file's path padded
+    (log_gate.py): ``on_listening(held_port)`` is called while nats-server waits to
+    accept on it, and again on the "Listening" line only if it did not connect."""
     out_read, out_write = os.pipe()
 
     def copy() -> None:
-        tail, watching = b"", True
+        tail, watching, holding = b"", True, held_port > 0
         try:
-            while data := os.read(fd, 65536):
+            while True:
+                data, held = log_gate.read_page(fd) if holding else (os.read(fd, 65536), False)
+                if not data:
+                    break
                 if watching:
                     lines = (tail + data).split(b"\n")
                     tail = lines.pop()
@@ -206,10 +218,18 @@ def _watched_pipe(fd: int, on_listening: Callable[[int], None]) -> int:
                             with contextlib.suppress(Exception):  # best effort (claim.py)
                                 on_listening(int(found.group(1).rsplit(":", 1)[1]))
                             break
+                    if held and watching and log_gate.MARKER in data:
+                        with contextlib.suppress(Exception):
+                            watching = not on_listening(held_port)
                 os.write(out_write, data)
+                if holding and (held or not watching):
+                    holding = False
+                    log_gate.widen(fd)  # nats-server's waiting write goes in: it accepts
         except OSError:
             pass  # the reader is gone: the server is stopping
         finally:
+            if holding:
+                log_gate.widen(fd)
             os.close(fd)
             os.close(out_write)
 
@@ -282,8 +302,10 @@ class EmbeddedNatsServer:
     ``on_log`` receives every output line (the caller reformats them); ``on_exit`` is
     called with the exit code if the process ends without ``stop()`` having been called;
     ``on_listening(host, port)`` as soon as the client port accepts (host: one this
-    process can connect to): from a thread reading the output where it can (Linux), else
-    from the loop turn that read the line saying so; it must be thread-safe.
+    process can connect to), True when it connected: from a thread reading the output
+    where it can (Linux), where nats-server is held before it accepts when the port is
+    fixed (log_gate.py), else from the loop turn that read the line saying so; it must be
+    thread-safe.
     """
 
     def __init__(
@@ -293,7 +315,7 @@ class EmbeddedNatsServer:
         on_log: Callable[[str], None],
         on_exit: Callable[[int], None],
         binary: str = "",
-        on_listening: Callable[[str, int], None] | None = None,
+        on_listening: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.config = config
         self._on_log = on_log
@@ -302,6 +324,7 @@ class EmbeddedNatsServer:
         self._binary = binary
         self._dir = ""
         self._conf_path = ""
+        self._conf_arg = ""  # the path it is given, when padded (log_gate.py)
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -342,11 +365,14 @@ class EmbeddedNatsServer:
             # A real pipe, which nats-server can open again as its log file: an event
             # loop's own may be a socket pair (uvloop's), which it cannot.
             read_end, stdout = os.pipe()  # not inherited: only the child's fd 1 writes
+        held_port = self._held_port(read_end)
+        if held_port:
+            self._conf_arg = log_gate.padded_config_path(conf, logged_before_listening(self.config))
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
                 "-c",
-                conf,
+                self._conf_arg or conf,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=asyncio.subprocess.STDOUT,
@@ -364,7 +390,7 @@ class EmbeddedNatsServer:
             Path(self._dir, f"child_{self._proc.pid}.pid").touch(0o600)
         if read_end >= 0 and self._on_listening is not None:
             on_listening, host = self._on_listening, connectable_host(self.config.host)
-            read_end = _watched_pipe(read_end, lambda port: on_listening(host, port))
+            read_end = _watched_pipe(read_end, lambda port: on_listening(host, port), held_port)
             self._on_listening = None  # called by the thread, not again from the loop
         output = self._proc.stdout if read_end < 0 else await _pipe_reader(read_end)
         assert output is not None
@@ -377,6 +403,13 @@ class EmbeddedNatsServer:
             self._cleanup_dir()
             raise
         self._watcher = asyncio.create_task(self._watch())
+
+    def _held_port(self, log_pipe: int) -> int:
+        """The client port, when nats-server can be held before it accepts on it
+        (log_gate.py): a fixed port, a thread to connect, the log through ``log_pipe``."""
+        if log_pipe < 0 or self._on_listening is None or self.config.port <= 0:
+            return 0
+        return self.config.port if log_gate.narrow(log_pipe) else 0
 
     async def _wait_ready(self, timeout: float) -> None:
         proc = self._proc
@@ -434,6 +467,8 @@ class EmbeddedNatsServer:
             if not raw:
                 return
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if self._conf_arg and self._conf_arg in line:
+                line = line.replace(self._conf_arg, self._conf_path)
             self._recent.append(line)
             self._learn(line)
             # A broken log sink must not stop the draining of the pipe.

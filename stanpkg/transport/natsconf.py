@@ -146,3 +146,27 @@ def render_config(
     if config.passthrough.strip():
         lines.extend(["", "# Passed through from the streaming configuration.", config.passthrough])
     return "\n".join(lines) + "\n"
+
+
+def logged_before_listening(config: EmbeddedNatsConfig) -> list[str]:
+    """What nats-server logs between naming its configuration file and listening for
+    clients, each message at its longest (a random port of 5 digits): its monitors' lines
+    (transport/log_gate.py pads the first line to leave them room). Not known for
+    passed-through options, TLS or JetStream, whose lines the gate does not expect."""
+    monitors = []
+    if config.internal_monitor_port:
+        monitors.append(("http", "127.0.0.1", config.internal_monitor_port))
+    elif config.http_port:
+        monitors.append(("http", config.host, config.http_port))
+    if config.https_port:
+        monitors.append(("https", config.host, config.https_port))
+    return [
+        f"Starting {scheme} monitor on {_joined(host, port)}" for scheme, host, port in monitors
+    ]
+
+
+def _joined(host: str, port: int) -> str:
+    """``host:port`` as nats-server prints it (Go's net.JoinHostPort)."""
+    host = host.strip("[]")
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port if port > 0 else 65535}"

@@ -38,7 +38,7 @@ class SupervisedNatsServer:
         on_restarted: Callable[[], None],
         wanted: Callable[[], bool] = lambda: True,
         binary: str = "",
-        on_listening: Callable[[str, int], None] | None = None,
+        on_listening: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.config = config
         self._on_log = on_log
@@ -52,7 +52,7 @@ class SupervisedNatsServer:
         self._stopping = False
         self.restarts = 0
 
-    def _new(self, on_listening: Callable[[str, int], None] | None = None) -> EmbeddedNatsServer:
+    def _new(self, on_listening: Callable[[str, int], bool] | None = None) -> EmbeddedNatsServer:
         return EmbeddedNatsServer(
             self.config,
             on_log=self._on_log,
