@@ -28,12 +28,9 @@ comes, as without the gate. Written by hand: no library reads a pipe this way.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import resource
 import struct
 import sys
-import termios
 from collections.abc import Sequence
 
 __all__ = ["HELD_PAGE", "MARKER", "narrow", "padded_config_path", "read_page", "widen"]
@@ -64,7 +61,12 @@ def padded_config_path(path: str, expected_between: Sequence[str]) -> str:
 
 def narrow(fd: int) -> bool:
     """Make the pipe of ``fd`` (empty) one page; False where that cannot hold the gate."""
-    if not sys.platform.startswith("linux") or resource.getpagesize() != PAGE:
+    if not sys.platform.startswith("linux"):
+        return False
+    import fcntl  # Unix only: this module is imported everywhere
+    import resource
+
+    if resource.getpagesize() != PAGE:
         return False
     try:
         return int(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PAGE)) == PAGE
@@ -74,6 +76,8 @@ def narrow(fd: int) -> bool:
 
 def widen(fd: int) -> None:
     """The pipe of ``fd`` back to its usual size: a waiting write goes in at once."""
+    import fcntl
+
     with contextlib.suppress(OSError, AttributeError):
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, WIDE)
 
@@ -81,6 +85,9 @@ def widen(fd: int) -> None:
 def read_page(fd: int) -> tuple[bytes, bool]:
     """What the pipe ``fd`` holds (waiting for something), and whether its last byte was
     left in it: it is, from a page at least HELD_PAGE full, which then stays full."""
+    import fcntl
+    import termios
+
     first = os.read(fd, 1)
     if not first:
         return b"", False
