@@ -49,7 +49,6 @@ PROBE_WAIT = 0.25  # for another server's answer (modes/standalone.py's PROBE_TI
 # few hundred microseconds, far more on a loaded machine; waited out only when a line the
 # gate did not expect holds it before (transport/log_gate.py).
 CLAIM_PATIENCE = 0.5
-_REFUSED_PAUSE = 0.0002
 
 
 def claim_bytes(
@@ -92,7 +91,7 @@ def connect_claims(
                 sock.close()
                 if socks or time.monotonic() >= deadline:
                     break
-                time.sleep(_REFUSED_PAUSE)
+                time.sleep(0)  # tried again at once: ahead of a client polling the port
                 continue
             except OSError:
                 sock.close()
