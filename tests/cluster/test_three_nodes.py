@@ -48,14 +48,23 @@ def start_three(cluster: Cluster, args: dict[str, list[str]] | None = None) -> l
 
 
 def leader_of(nodes: list[Node], timeout: float = 60) -> Node:
+    """The node that serves: it said it was ready, and says now that it leads (a node
+    that served and stepped back, as on a loaded host, has said it was ready too)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for node in nodes:
-            if node.proc.poll() is None and node.log().count(READY) > 0:
+            if node.proc.poll() is None and node.log().count(READY) > 0 and _leads(node):
                 return node
         time.sleep(0.1)
     logs = "\n\n".join(f"--- {n.name}\n{n.log()}" for n in nodes)
     raise AssertionError(f"no node became ready:\n{logs}")
+
+
+def _leads(node: Node) -> bool:
+    try:
+        return role(node) == "Leader"
+    except (AssertionError, OSError, ValueError):  # not answering yet, or stopping
+        return False
 
 
 def role(node: Node) -> str:
