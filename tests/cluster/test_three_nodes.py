@@ -242,7 +242,9 @@ async def test_publishes_sent_while_no_node_serves_are_answered_by_the_next(
     new_leader = leader_of(survivors)
     assert re.search(r"Answering \d+ publish\(es\) sent while no node served", new_leader.log())
     await client.publish("orders", b"after")
-    sub = await client.subscribe("orders", start=pb.First)
+    # A subscription is written to the records, whose stream may be without a leader for
+    # a moment after a takeover (an election, a leader move): as in the other takeovers.
+    sub = await client.subscribe("orders", start=pb.First, timeout=FIRST_WRITE_TIMEOUT)
     stored = [m.data for m in await sub.collect(22, timeout=30)]
     await sub.assert_nothing(1.0)
     assert stored == [b"before", *[f"during{i}".encode() for i in range(20)], b"after"]
