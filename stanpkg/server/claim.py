@@ -49,6 +49,7 @@ PROBE_WAIT = 0.25  # for another server's answer (modes/standalone.py's PROBE_TI
 # few hundred microseconds, far more on a loaded machine; waited out only when a line the
 # gate did not expect holds it before (transport/log_gate.py).
 CLAIM_PATIENCE = 0.5
+_SPIN, _PAUSE = 0.005, 0.0005
 
 
 def claim_bytes(
@@ -79,6 +80,7 @@ def connect_claims(
     of its own, and under load one can wait while a client's round trips go through;
     the first of them read holds the subject."""
     deadline = time.monotonic() + within
+    spin_until = time.monotonic() + _SPIN  # then tried every _PAUSE: no core burnt
     socks: list[socket.socket] = []
     for payload in payloads:
         while True:
@@ -91,7 +93,8 @@ def connect_claims(
                 sock.close()
                 if socks or time.monotonic() >= deadline:
                     break
-                time.sleep(0)  # tried again at once: ahead of a client polling the port
+                # At once at first: ahead of a client polling the port.
+                time.sleep(0 if time.monotonic() < spin_until else _PAUSE)
                 continue
             except OSError:
                 sock.close()

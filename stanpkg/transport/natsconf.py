@@ -150,8 +150,9 @@ def render_config(
 
 def logged_before_listening(config: EmbeddedNatsConfig) -> list[str]:
     """What nats-server logs between naming its configuration file and listening for
-    clients, each message at its longest (a random port of 5 digits): its monitors' lines
-    (transport/log_gate.py pads the first line to leave them room). Not known for
+    clients, each message at its longest (a random port of 5 digits): in debug its system
+    account's, and its monitors' lines (transport/log_gate.py pads the first line to leave
+    them room). Not known for
     passed-through options, TLS or JetStream, whose lines the gate does not expect."""
     monitors = []
     if config.internal_monitor_port:
@@ -160,7 +161,8 @@ def logged_before_listening(config: EmbeddedNatsConfig) -> list[str]:
         monitors.append(("http", config.host, config.http_port))
     if config.https_port:
         monitors.append(("https", config.host, config.https_port))
-    return [
+    expected = ['Created system account: "$SYS"'] if config.debug else []
+    return expected + [
         f"Starting {scheme} monitor on {_joined(host, port)}" for scheme, host, port in monitors
     ]
 

@@ -55,14 +55,14 @@ def _accepts(host: str, port: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("monitored", [False, True])
+@pytest.mark.parametrize(("monitored", "debug"), [(False, False), (True, False), (True, True)])
 async def test_nats_server_accepts_nothing_until_the_streaming_server_connected(
-    monitored: bool,
+    monitored: bool, debug: bool
 ) -> None:
     port = free_port()
     check = HeldCheck()
     config = EmbeddedNatsConfig(
-        host="127.0.0.1", port=port, internal_monitor_port=-1 if monitored else 0
+        host="127.0.0.1", port=port, internal_monitor_port=-1 if monitored else 0, debug=debug
     )
     recorder = Recorder()
     server = EmbeddedNatsServer(
