@@ -23,6 +23,12 @@ log through the pipe. A line it writes that the padding did not expect leaves it
 before it listens: the server's connections then find the port closed for
 ``CLAIM_PATIENCE`` and the pipe is widened, and they connect when the "Listening" line
 comes, as without the gate. Written by hand: no library reads a pipe this way.
+
+What the gate leaves to chance: once let go, nats-server accepts the queued connections
+and starts each in a goroutine of its own, so a client's two round trips can, rarely,
+beat the first read of every claim. No other listener can carry the claims' SUB while
+nats-server waits: it writes the "Listening" line holding its server lock, which a
+websocket or leafnode connection needs to register (nats-server 2.15).
 """
 
 from __future__ import annotations
