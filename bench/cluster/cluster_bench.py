@@ -4,6 +4,9 @@ own Raft), started with the same Go flags on this host, loaded by the same Go
 
     STANPKG_REFERENCE_DIR=/tmp/goref python bench/cluster/cluster_bench.py --rounds 3
 
+``--subscribers 0`` loads publishing only: the difference to a run with one subscriber is
+what delivering costs each process.
+
 Prints one JSON line per run, then medians and the ratio stanpkg / Go. The reference is
 built with ../shared/reference/build.sh (see bench/side_by_side.py).
 """
@@ -95,7 +98,9 @@ def channel_leader(port: int) -> str:
         return ""
 
 
-def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str, float | str]:
+def run_once(
+    command: list[str], bench: Path, count: int, mpa: int, subscribers: int = 1
+) -> dict[str, float | str]:
     """The client's rates, where the channel is led, and the CPU each kind of process used
     during the load, in microseconds per message."""
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-"))
@@ -106,7 +111,7 @@ def run_once(command: list[str], bench: Path, count: int, mpa: int) -> dict[str,
         client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
             [str(bench), "-s", f"nats://127.0.0.1:{followers[0]}", "-c", "bench", "-np", "1",
-             "-ns", "1", "-n", str(count), "-ms", "128", "-mpa", str(mpa), "foo"],
+             "-ns", str(subscribers), "-n", str(count), "-ms", "128", "-mpa", str(mpa), "foo"],
             capture_output=True, text=True, timeout=900, check=False,
         ).stdout  # fmt: skip
         client_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # stan-bench, reaped
@@ -156,6 +161,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("-n", "--count", type=int, default=50000)
     parser.add_argument("--mpa", type=int, default=1000, help="max publishes in flight")
+    parser.add_argument(
+        "--subscribers", type=int, default=1, help="stan-bench's -ns (0: what publishing costs)"
+    )
     parser.add_argument("--build", default="", help="a directory with a stanpkg build")
     parser.add_argument("--pack-bytes", default="", help=PACK_BYTES_HELP)
     parser.add_argument("--stanpkg-flag", action="append", default=[], help=FLAG_HELP)
@@ -168,7 +176,9 @@ def main() -> int:
     for round_no in range(args.rounds):
         names = list(servers_) if round_no % 2 == 0 else list(servers_)[::-1]
         for name in names:
-            rates = run_once(servers_[name], reference / "stanbench", args.count, args.mpa)
+            rates = run_once(
+                servers_[name], reference / "stanbench", args.count, args.mpa, args.subscribers
+            )
             print(json.dumps({"round": round_no, "server": name, **rates}), flush=True)
             for key, value in rates.items():
                 if isinstance(value, float):
