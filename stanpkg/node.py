@@ -146,7 +146,9 @@ def embedded_config(plan: Plan) -> EmbeddedNatsConfig:
     return EmbeddedNatsConfig(
         host=ns.host,
         port=ns.port,
-        internal_monitor_port=-1 if monitored else 0,
+        # A clustered node's also tells its serving node which clients are connected to
+        # it (server/client_links.py).
+        internal_monitor_port=-1 if monitored or clustered else 0,
         user=ns.user,
         password=ns.password.reveal(),
         token=ns.token.reveal(),
@@ -262,6 +264,7 @@ class _Node:
         self._claims: list[DiscoverClaim] = []  # the discover subject, while starting
         # raft_logging: the embedded nats-server's debug lines, of its Raft groups only.
         self._raft_debug_only = _raft_debug_only(plan)
+        self._mode: ServingMode  # the plan's, set as the node starts
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -382,7 +385,7 @@ class _Node:
         self._log_path_lock = lock_cluster_log_path(plan)
         if plan.nats_server.pid_file:
             Path(plan.nats_server.pid_file).write_text(f"{os.getpid()}", encoding="ascii")
-        mode = mode_for(plan)
+        mode = self._mode = mode_for(plan)
         monitoring = monitor_config(plan)
         if monitoring is not None:
             # Monitoring reads the server from its first request: built before NATS.
@@ -507,7 +510,9 @@ class _Node:
             return
         if self._raft_debug_only and _DEBUG_LEVEL in line and not _is_raft_line(line):
             return  # raft_logging asked for JetStream's Raft lines, not all of NATS's
-        if self.monitor is not None and _MONITOR_LINE in line:
+        if _MONITOR_LINE in line:
+            if self.monitor is None:
+                return  # a private monitor only (a clustered node's): not the operator's
             # nats-server announces its private monitor; the public one is ours.
             line = line[: line.index(_MONITOR_LINE)] + self.monitor.listen_line
         # The child reads a generated file; report the configuration file the user gave.
@@ -533,7 +538,10 @@ class _Node:
 
     def _nats_restarted(self) -> None:
         """Monitoring follows the current child: its private monitor port and its pid."""
-        if self.monitor is not None and self.nats is not None:
+        if self.nats is None:
+            return
+        self._mode.nats_monitor_port = self.nats.internal_monitor_port
+        if self.monitor is not None:
             self.monitor.nats_monitor_port = self.nats.internal_monitor_port
             self.monitor.nats_server_pid = self.nats.pid
 

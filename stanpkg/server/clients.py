@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from stanpkg.stores.base import ClientRecord
 
 if TYPE_CHECKING:
     from stanpkg.server.subscriptions import Subscription
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Client", "ClientRegistry", "is_valid_client_id"]
 
@@ -30,6 +32,8 @@ class Client:
         "hb_inbox",
         "hb_task",
         "id",
+        "out",
+        "placing",
         "record",
         "subs",
     )
@@ -43,6 +47,10 @@ class Client:
         self.failed_hbs = 0
         self.hb_handle: asyncio.TimerHandle | None = None
         self.hb_task: asyncio.Task[None] | None = None
+        # The connection its PubAcks and messages go out on when not the server's general
+        # one: a link to the client's own NATS server (client_links.py).
+        self.out: NatsConnection | None = None
+        self.placing: asyncio.Future[None] | None = None  # done once its link is known
 
     def stop_heartbeats(self) -> None:
         """Cancel the client's heartbeat timer and the probe in flight (heartbeats.py)."""
@@ -60,6 +68,8 @@ class ClientRegistry:
         self.by_conn_id: dict[bytes, Client] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._failed: OrderedDict[str, None] = OrderedDict()
+        # Told of each client registered (client_links.py places it on its NATS server).
+        self.on_register: Callable[[Client], None] | None = None
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -76,6 +86,8 @@ class ClientRegistry:
         for waiter in self._waiters.pop(client.id, ()):
             if not waiter.done():
                 waiter.set_result(None)
+        if self.on_register is not None:
+            self.on_register(client)
         return client
 
     def unregister(self, client_id: str) -> Client | None:

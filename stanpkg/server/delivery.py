@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from google.protobuf.message import DecodeError
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from stanpkg.server.channels import Channel
     from stanpkg.server.handler_context import HandlerContext
     from stanpkg.server.log import Logger
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["Delivery", "DeliveryStats"]
 
@@ -37,8 +38,6 @@ _TRANSFER_DELAY = 0.1
 _UNREAD_RETRY = 0.05
 _MAX_UNREACHABLE_REPORTS = 1000  # subscriptions reported; then silent (a flood of them)
 
-Publish = Callable[[str, bytes], None]
-PublishRun = Callable[[str, Sequence[bytes]], None]
 _Ack = pb.Ack
 
 
@@ -58,11 +57,10 @@ class DeliveryStats:
 
 class Delivery:
     def __init__(self, context: HandlerContext) -> None:
-        conn = context.conn  # messages go out on the general connection
+        # Messages go out on the general connection, or on the link to the subscriber's
+        # own NATS server (client_links.py).
+        self.conn: NatsConnection = context.conn
         self.loop: asyncio.AbstractEventLoop = context.loop
-        self.publish: Publish = conn.publish
-        # All or nothing: see NatsConnection.publish_run.
-        self.publish_run: PublishRun = conn.publish_run
         self.log: Logger = context.log
         self.stats = DeliveryStats()
         # Subscriptions un-stalled by acks, fed once at the end of the read chunk: one
@@ -102,7 +100,8 @@ class Delivery:
         if seq < first:
             seq = first
         expires = self.loop.time() + sub.ack_wait
-        publish, inbox, lookup_run = self.publish, sub.inbox, msgs.lookup_run
+        out = self._out(sub)
+        inbox, lookup_run = sub.inbox, msgs.lookup_run
         sent: list[int] = []
         nbytes = 0
         while seq <= last and room > 0:
@@ -115,7 +114,7 @@ class Delivery:
             if None not in run:
                 records = cast(list[bytes], run)
                 try:
-                    self.publish_run(inbox, records)
+                    out.publish_run(inbox, records)  # all or nothing
                 except (MaxPayloadError, BadSubjectError):
                     pass  # one by one below: each message gets its own treatment
                 else:
@@ -129,7 +128,7 @@ class Delivery:
             for record in run:
                 if record is not None:
                     try:
-                        publish(inbox, record)
+                        out.publish(inbox, record)
                     except MaxPayloadError:
                         self._too_large(sub, seq)
                         seq += 1
@@ -155,6 +154,11 @@ class Delivery:
                     f"[Client:{sub.client_id}] Delivering msgs to subid={sub.id}, "
                     f"subject={sub.channel.name}, seq={sent[0]}..{sent[-1]}"
                 )
+
+    def _out(self, sub: Subscription) -> NatsConnection:
+        """The connection ``sub``'s messages go out on."""
+        out = sub.out
+        return self.conn if out is None else out
 
     @staticmethod
     def _pick(group: QueueGroup) -> Subscription | None:
@@ -190,7 +194,7 @@ class Delivery:
             seq = first
         now = self.loop.time()
         sent: dict[Subscription, list[int]] = {}
-        publish, lookup = self.publish, msgs.lookup
+        lookup = msgs.lookup
         readable = seq - 1
         while seq <= last:
             member = self._pick(group)
@@ -206,7 +210,7 @@ class Delivery:
             record = lookup(seq)
             if record is not None:
                 try:
-                    publish(member.inbox, record)
+                    self._out(member).publish(member.inbox, record)
                 except MaxPayloadError:
                     self._too_large(member, seq)
                     group.last_sent = seq
@@ -385,7 +389,7 @@ class Delivery:
         counts[seq] = count
         data = redelivered(record, count)
         try:
-            self.publish(sub.inbox, data)
+            self._out(sub).publish(sub.inbox, data)
         except MaxPayloadError:
             self._too_large(sub, seq)
             self.acknowledge(sub, seq)
@@ -436,7 +440,7 @@ class Delivery:
         count = group.redeliveries.get(seq, 0) + 1
         data = redelivered(record, count)
         try:
-            self.publish(target.inbox, data)
+            self._out(target).publish(target.inbox, data)
         except MaxPayloadError:
             self._too_large(target, seq)
             self.acknowledge(sub, seq)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stanpkg.transport.errors import NatsError
@@ -47,10 +47,16 @@ class HandlerContext:
     conn: NatsConnection
     acks_conn: NatsConnection
     nats_up: Callable[[], bool]  # False while the server has lost NATS (nats_link.py)
+    # Links to the clients' NATS servers, which carry acks too (client_links.py keeps it).
+    ack_links: list[NatsConnection] = field(default_factory=list)
 
     async def ack_barrier(self) -> None:
         """Process every ack that reached NATS before the request being handled, and have
-        NATS register every ack inbox subscribed before (a round trip on the acks
-        connection: NATS answers it after what it queued before)."""
+        NATS register every ack inbox subscribed before (a round trip on each connection
+        acks come in on: NATS answers it after what it queued before)."""
+        await asyncio.gather(*(self._flushed(nc) for nc in (self.acks_conn, *self.ack_links)))
+
+    @staticmethod
+    async def _flushed(conn: NatsConnection) -> None:
         with contextlib.suppress(NatsError, TimeoutError):
-            await self.acks_conn.flush(ACK_BARRIER_TIMEOUT)
+            await conn.flush(ACK_BARRIER_TIMEOUT)

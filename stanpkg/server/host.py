@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from stanpkg.plan.model import Plan
+    from stanpkg.server.client_links import Locate
     from stanpkg.server.clients import Client
     from stanpkg.server.log import Logger
     from stanpkg.stores.base import RecoveredState, ServerInfo, Store
@@ -68,3 +69,5 @@ class ModeHost(Protocol):
     def recover_state(self, *, quiet: bool = False) -> None: ...
 
     def adopt_state(self, state: RecoveredState) -> int: ...
+
+    def route_clients_through(self, locate: Locate) -> None: ...

@@ -52,9 +52,10 @@ _MAX_COMMITS_IN_FLIGHT = 8  # batches written at once by a pipelining store
 _TURN_BUDGET = 0.1
 
 
-# (channel, guid, PubAck reply subject, PubMsg.reply copied into the MsgProto, data):
-# a plain tuple, the cheapest record to build once per message.
-_Pending = tuple[str, str, str, str, bytes]
+# (channel, guid, PubAck reply subject, PubMsg.reply copied into the MsgProto, data, the
+# connection the PubAck goes out on when not the general one): a plain tuple, the
+# cheapest record to build once per message.
+_Pending = tuple[str, str, str, str, bytes, "NatsConnection | None"]
 
 
 class _Parked(NamedTuple):
@@ -156,17 +157,18 @@ class PublishPipeline:
             )
             self._reply_error(reply, guid, errors.INVALID_PUB_REQ)
             return
-        msg = (channel, guid, reply, msg_reply, data)
         if self._trace:
             self.log.trace(
                 f"[Client:{client_id}] Received message from publisher subj={channel} guid={guid}"
             )
         # protocol.md §3.2: by connID when the message carries one, else by client ID.
-        valid = conn_id in self._by_conn_id if conn_id else client_id in self._by_id
-        if not valid or self._parked:
-            self._invalid_publisher(msg, client_id, conn_id)
+        client = self._by_conn_id.get(conn_id) if conn_id else self._by_id.get(client_id)
+        if client is None or self._parked:
+            self._invalid_publisher(
+                (channel, guid, reply, msg_reply, data, None), client_id, conn_id
+            )
             return
-        self._queue.append(msg)
+        self._queue.append((channel, guid, reply, msg_reply, data, client.out))
         self._wakeup.set()
 
     def _undecodable(self, subject: str, reply: str, payload: bytes) -> None:
@@ -343,7 +345,7 @@ class PublishPipeline:
         groups: dict[str, _ChannelBatch] = {}
         held = self._held
         for msg in batch:
-            name, guid, reply, msg_reply, data = msg
+            name, guid, reply, msg_reply, data, out = msg
             group = groups.get(name)
             if group is None:
                 waiting = held.get(name) if held else None
@@ -365,11 +367,11 @@ class PublishPipeline:
                     # A resend of a message the store already has (a clustered store
                     # keeps recent publish IDs across a failover): acknowledged with
                     # the batch, not stored again.
-                    group.acks.append((reply, guid))
+                    group.acks.append((reply, guid, out))
                     continue
                 group.seen.add(guid)
             group.messages.append((msg_reply, data))
-            group.acks.append((reply, guid))
+            group.acks.append((reply, guid, out))
             group.guids.append(guid)
         stored: list[_ChannelBatch] = []
         for group in groups.values():
@@ -399,7 +401,7 @@ class PublishPipeline:
         held = self._held.pop(channel.name, [])
         if failure:
             self.log.error(f"Unable to store messages in channel {channel.name!r}: {failure}")
-            for _, guid, reply, _, _ in held:
+            for _, guid, reply, _, _, _ in held:
                 self._reply_error(reply, guid, failure)
             return
         # Its timestamps go on after the last stored one, now known.
@@ -438,16 +440,23 @@ class PublishPipeline:
                 await channel.subs_store.flush()
             except StoreError as exc:  # the messages are stored: their PubAcks stand
                 log.error(f"Unable to store subscriptions of channel {channel.name!r}: {exc}")
-        conn.publish_each(
-            [
-                (reply, encode_pub_ack(guid, group.error))
-                for group in groups
-                for reply, guid in group.acks
-                if reply
-            ]
-        )
+        acks: list[tuple[str, bytes]] = []
+        elsewhere: dict[NatsConnection, list[tuple[str, bytes]]] = {}
+        for group in groups:
+            error = group.error
+            for reply, guid, out in group.acks:
+                if reply:
+                    ack = (reply, encode_pub_ack(guid, error))
+                    if out is None or out.is_closed:
+                        acks.append(ack)
+                    else:  # through the link to the publisher's own NATS server
+                        elsewhere.setdefault(out, []).append(ack)
+        conn.publish_each(acks)
         # The PubAcks end the batch: send them (and the deliveries) without waiting for the
         # end of the loop turn, which matters to synchronous publishers.
+        for out, link_acks in elsewhere.items():
+            out.publish_each(link_acks)
+            out.write_now()
         conn.write_now()
 
 
@@ -464,7 +473,7 @@ class _ChannelBatch:
         channel.last_ts = self.stamp
         self.messages: list[tuple[str, bytes]] = []  # (reply, data), in publish order
         self.guids: list[str] = []
-        self.acks: list[tuple[str, str]] = []
+        self.acks: list[tuple[str, str, NatsConnection | None]] = []  # reply, guid, out
         self.dedupe = channel.dedupe
         self.seen: set[str] = set()
         self.error = ""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from stanpkg.plan.limits import render_store_limits
 from stanpkg.server import recovery
+from stanpkg.server.client_links import ClientLinks, Locate
 from stanpkg.server.clients import ClientRegistry
 from stanpkg.server.early import EarlyConnections, connection_policy, open_early
 from stanpkg.server.errors import NO_CONFIGURED_CHANNEL, StartupError
@@ -98,6 +99,9 @@ class StreamingServer:
         self._recovered: list[Subscription] = []
         self._held: HeldRequests | None = None  # connect requests that came while starting
         self._stopping = False
+        self._endpoint: NatsEndpoint | None = None  # as start() got it: links use it too
+        # Links to the clients' own NATS servers, once the mode asks for them.
+        self._links: ClientLinks | None = None
         # Not again in a server built anew by a node that stepped down.
         self._store_banner_logged = not store_banner
         self.ready = False
@@ -145,6 +149,7 @@ class StreamingServer:
         log the startup lines from "Recovering the state..." to "Streaming Server is
         ready". Raises :class:`StartupError`."""
         plan = self.plan
+        self._endpoint = endpoint
         if early is None:
             early = await open_early(
                 endpoint,
@@ -302,9 +307,8 @@ class StreamingServer:
         self._adopt_subjects(state.info)
         known = set(self.clients.by_id)
         online = recovery.rebuild(self.clients, channels, state)
-        acks_conn, on_ack = handlers.context.acks_conn, delivery.on_ack
         for sub in online:
-            sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
+            self._subscribe_acks(sub)
         for record in state.clients:
             client = self.clients.get(record.id)
             if client is not None and record.id not in known:
@@ -327,13 +331,17 @@ class StreamingServer:
         if handler == handlers.publisher.on_publish:
             self._publish_sids.append(sid)
 
+    def _subscribe_acks(self, sub: Subscription) -> None:
+        """``sub``'s acks on the acks connection (recovered, or its link was lost)."""
+        handlers = self._built()
+        on_ack = partial(handlers.delivery.on_ack, sub)
+        sub.ack_sid = handlers.context.acks_conn.subscribe(sub.ack_inbox, on_ack)
+
     def _listen(self) -> None:
         for subject, handler in self._request_subjects(self.info):
             self._subscribe_request(subject, handler)
-        handlers = self._built()
-        acks_conn, on_ack = handlers.context.acks_conn, handlers.delivery.on_ack
         for sub in self._recovered:
-            sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(on_ack, sub))
+            self._subscribe_acks(sub)
         self.mode.listening(self)
         self._log_subjects()
 
@@ -408,6 +416,25 @@ class StreamingServer:
         else:
             self.fatal(reason)
 
+    def route_clients_through(self, locate: Locate) -> None:
+        """From now on, answer each client through the link to its own NATS server, found
+        by ``locate`` (client_links.py): the clients registered now and those to come."""
+        if self._links is not None or self._endpoint is None:
+            return
+        links = self._links = ClientLinks(
+            self._built().context.conn,
+            self._endpoint,
+            locate,
+            self.clients,
+            self.log,
+            link_name=f"_NSS-{self.plan.cluster_id}-link",
+            ack_links=self._built().context.ack_links,
+            rehome=self._subscribe_acks,
+        )
+        self.clients.on_register = links.place
+        for client in list(self.clients.by_id.values()):
+            links.place(client)
+
     # -- stopping ---------------------------------------------------------------------
 
     async def stop(self, *, stepping_down: bool = False) -> None:
@@ -465,6 +492,9 @@ class StreamingServer:
                 await channel.subs_store.flush()
         successor = await self._close_store()
         await self._hand_kept_over(kept, successor, conn)
+        if self._links is not None:
+            self.clients.on_register = None
+            await self._links.close()  # after what they carry was written
         for nc in (conn, context.acks_conn):
             if not nc.is_closed:
                 # The last acknowledgements out; nothing to wait for with NATS gone.

@@ -4,6 +4,7 @@ subscription (protocol.md §8, §10)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from functools import partial
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["SubscribeRequests", "start_last_sent"]
 
 _CLIENT_WAIT = 1.0  # partitioning: the subscribe may overtake its client's connect
+# How long a subscription waits for its new client's placement (a locate round trip and,
+# the first time, a link's connect: milliseconds); then it goes without the link.
+PLACEMENT_WAIT = 0.25
 
 
 def start_last_sent(msgs: MessageStore, req: pb.SubscriptionRequest) -> int:
@@ -108,6 +112,12 @@ class SubscribeRequests(SubscriptionHandler):
             log.error(f"[Client:{req.clientID}] Subscription request for unknown client")
             self._reply_error(reply, errors.UNKNOWN_CLIENT)
             return
+        placing = client.placing
+        if placing is not None and not placing.done():
+            # A client that just connected is being placed on its NATS server (clustered
+            # mode, client_links.py): its subscription takes the link from the start.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(placing), PLACEMENT_WAIT)
         try:
             channel = self.channels.lookup_or_create(req.subject)
         except ChannelError as exc:
@@ -138,7 +148,7 @@ class SubscribeRequests(SubscriptionHandler):
             return  # the client went away while the store flushed
         if reply:
             resp = pb.SubscriptionResponse(ackInbox=sub.ack_inbox).SerializeToString()
-            self.conn.publish(reply, resp)
+            (self.conn if sub.out is None else sub.out).publish(reply, resp)
         sub.ready = True
         kind = "durable " if sub.record.is_durable else ""
         log.debug(
@@ -245,7 +255,12 @@ class SubscribeRequests(SubscriptionHandler):
         sub.hb_failed = client.failed_hbs > 0
         client.subs.append(sub)
         channel.index_sub(sub)
-        sub.ack_sid = self.acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
+        # Messages, the reply and acks on the link to the client's NATS server if it has
+        # one: the acks' interest is then local to that server, and the reply cannot be
+        # overtaken by a message sent another way.
+        sub.out = client.out
+        acks_conn = self.acks_conn if sub.out is None else sub.out
+        sub.ack_sid = acks_conn.subscribe(sub.ack_inbox, partial(self.delivery.on_ack, sub))
         self.channels.stop_inactivity_timer(channel)
 
 

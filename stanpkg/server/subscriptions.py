@@ -18,9 +18,12 @@ through Python's attribute lookup (fan-out: 15 % less CPU, bench/README.md).
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from stanpkg.stores.base import MessageStore, SubRecord, SubscriptionStore
+
+if TYPE_CHECKING:
+    from stanpkg.transport.connection import NatsConnection
 
 __all__ = ["QueueGroup", "SubscribedChannel", "Subscriber", "Subscription", "durable_key"]
 
@@ -45,6 +48,7 @@ class Subscriber(Protocol):
     """The client a live subscription belongs to (``Client`` in clients.py)."""
 
     subs: list[Subscription]
+    out: NatsConnection | None  # its link, when it has one (client_links.py)
 
 
 def durable_key(client_id: str, channel: str, durable_name: str) -> str:
@@ -64,6 +68,7 @@ class Subscription:
         "inbox",
         "last_sent",
         "max_inflight",
+        "out",
         "pending",
         "ready",
         "record",
@@ -92,6 +97,11 @@ class Subscription:
         self.removed = False
         self.ack_timer: asyncio.TimerHandle | None = None
         self.ack_sid: int | None = None
+        # The connection its messages go out on and its ack inbox is subscribed on, when
+        # not the server's own two: the link to its client's NATS server, if the client
+        # had one when it subscribed (client_links.py). Fixed for the subscription's life
+        # (until the link is lost): one path keeps its messages in order.
+        self.out: NatsConnection | None = None
 
     @property
     def id(self) -> int:

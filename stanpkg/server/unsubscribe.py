@@ -115,8 +115,9 @@ class Removals(SubscriptionHandler):
         sub.ready = False
         sub.cancel_ack_timer()
         if sub.ack_sid is not None:
-            self.acks_conn.unsubscribe(sub.ack_sid)
+            (self.acks_conn if sub.out is None else sub.out).unsubscribe(sub.ack_sid)
             sub.ack_sid = None
+            sub.out = None
         sub.channel.unindex_sub(sub)
         client = sub.client
         if client is not None:

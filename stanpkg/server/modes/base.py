@@ -40,6 +40,10 @@ class ServingMode(ABC):
         """Running but not serving: the store is not read, clients are not answered."""
         return False
 
+    # The private HTTP monitor port of the node's embedded nats-server, while it has one
+    # (set by the node, again when the supervisor restarts nats-server).
+    nats_monitor_port: int | None = None
+
     # Hooks a mode may leave as they are: doing nothing is the standalone default.
     async def before_recovery(self, server: ModeHost) -> None:  # noqa: B027
         """Returns when this server may read the store."""

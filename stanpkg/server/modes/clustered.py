@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import signal
+from functools import partial
 from typing import TYPE_CHECKING
 
 from stanpkg.server.errors import StartupError
@@ -23,24 +24,37 @@ from stanpkg.server.modes.base import ServingMode
 from stanpkg.stores.base import FT_STORES_ONLY, LOCKABLE, REPLICATED, StoreError
 from stanpkg.stores.jetstream.layout import migrated_subject, node_subject
 from stanpkg.transport.errors import NatsError
+from stanpkg.transport.local_interest import has_local_subscriber
 
 if TYPE_CHECKING:
     from stanpkg.server.host import ModeHost
     from stanpkg.transport.connection import MsgHandler, NatsConnection
 
-__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "membership_subject"]
+__all__ = ["NODE_PROBE_TIMEOUT", "Clustered", "locate_subject", "membership_subject"]
 
 NODE_PROBE_TIMEOUT = 0.5  # how long a node with our ID has to answer
 # An operator's "add" may name a node whose interest has not yet crossed the routes, or
 # whose process is busy on a loaded host: it is asked again until this much time is up.
 ADD_PROBE_PATIENCE = 5.0
 SILENCE_CHECK_INTERVAL = 0.1  # how often a standby looks whether the serving node is silent
+# How long the serving node waits for a node to claim a client (each asks its nats-server's
+# monitor on loopback, about a millisecond; a client no node claims costs the whole wait).
+LOCATE_TIMEOUT = 1.0
+# Locate requests a node answers at a time; more are not answered (a flood of them must
+# not turn into a flood of HTTP requests to nats-server).
+LOCATES_IN_FLIGHT = 64
 
 
 def membership_subject(cluster_id: str, action: str) -> str:
     """The reference's runtime membership requests (``add`` or ``remove``, payload: the
     node ID), answered by the serving node when ``allow_add_remove_node`` is set."""
     return f"_STAN.raft.{cluster_id}.node.{action}"
+
+
+def locate_subject(cluster_id: str) -> str:
+    """Where the serving node asks which node's nats-server a client is connected to
+    (payload: the client's heartbeat inbox); that node answers with its server's name."""
+    return f"_STAN.raft.{cluster_id}.locate"
 
 
 class Clustered(ServingMode):
@@ -61,6 +75,7 @@ class Clustered(ServingMode):
         self._runs = 0  # servers this mode ran in: a node that steps down builds another
         self._sid: int | None = None
         self._requests: set[asyncio.Task[None]] = set()
+        self._locates: set[asyncio.Task[None]] = set()  # locate requests being answered
         self._migrating = asyncio.Lock()
         self._held: HeldRequests | None = None  # publishes, while the serving node is silent
 
@@ -99,12 +114,13 @@ class Clustered(ServingMode):
         self._sid = server.conn.subscribe(
             subject, lambda _s, reply, _d: server.conn.publish(reply, b"") if reply else None
         )
+        self._answer_locates(server)
 
     async def stop(self) -> None:
         self._leading = False  # a node that stepped down is a follower again
         self._sid = None  # the server's connection closes with it
         self._held = None
-        for task in self._requests:
+        for task in (*self._requests, *self._locates):
             task.cancel()
 
     async def before_listening(self, server: ModeHost) -> None:
@@ -170,6 +186,8 @@ class Clustered(ServingMode):
     def listening(self, server: ModeHost) -> None:
         if self._leading:
             self._answer_migrations(server)
+            if self.nats_monitor_port:  # the other nodes have theirs: they answer locates
+                server.route_clients_through(partial(self._locate, server))
         held, self._held = self._held, None
         if held is None:
             return
@@ -180,6 +198,49 @@ class Clustered(ServingMode):
             server.log.warn(
                 f"{held.overflowed} publish(es) sent while no node served were not kept"
             )
+
+    # -- which node's NATS server a client is on (client_links.py) ------------------------
+
+    def _answer_locates(self, server: ModeHost) -> None:
+        """Claim the clients connected to this node's nats-server when the serving node
+        asks (every node answers, the serving one included)."""
+        conn = server.conn
+        name = str(conn.server_info.get("server_name", ""))
+        if not self.nats_monitor_port or not name:
+            return
+
+        def on_request(_subject: str, reply: str, data: bytes) -> None:
+            if reply and data and len(self._locates) < LOCATES_IN_FLIGHT:
+                task = asyncio.get_running_loop().create_task(
+                    self._answer_locate(conn, name, data, reply)
+                )
+                self._locates.add(task)
+                task.add_done_callback(self._locates.discard)
+
+        conn.subscribe(locate_subject(server.plan.cluster_id), on_request)
+
+    async def _answer_locate(
+        self, conn: NatsConnection, name: str, data: bytes, reply: str
+    ) -> None:
+        port = self.nats_monitor_port
+        if not port:
+            return
+        try:
+            here = await has_local_subscriber(port, data.decode())
+        except (UnicodeDecodeError, OSError, TimeoutError, ValueError):
+            return  # not known here: another node may claim the client
+        if here and not conn.is_closed:
+            conn.publish(reply, name.encode())
+            conn.write_now()
+
+    async def _locate(self, server: ModeHost, hb_inbox: str) -> str | None:
+        try:
+            answer = await server.conn.request(
+                locate_subject(server.plan.cluster_id), hb_inbox.encode(), LOCATE_TIMEOUT
+            )
+        except (NatsError, TimeoutError):
+            return None
+        return answer.decode(errors="replace") or None
 
     # -- migrations into the running cluster (stanpkg migrate) ---------------------------
 
